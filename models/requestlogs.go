@@ -1,0 +1,46 @@
+package models
+
+// RequestLogRow is one /v1 request (10-gateway-api §11).
+type RequestLogRow struct {
+	ID                string `gorm:"primaryKey"`
+	CreatedAt         int64  `gorm:"autoCreateTime:false"`
+	ClientRequestID   string
+	APIKeyID          string `gorm:"column:api_key_id"`
+	APIKeyName        string `gorm:"column:api_key_name"`
+	APIKeyPrefix      string `gorm:"column:api_key_prefix"`
+	Method            string
+	Endpoint          string
+	InboundFormat     string
+	Stream            bool
+	StreamOutcome     string
+	RequestedModel    string
+	ResolvedKind      string
+	ComboName         string
+	ComboPath         string
+	Strategy          string
+	Provider          string
+	Model             string
+	ConnectionID      string
+	UpstreamFormat    string
+	Status            int
+	Outcome           string
+	ErrorCode         string
+	Attempts          int
+	AttemptLog        string
+	PromptTokens      int64
+	CachedTokens      int64
+	CacheWriteTokens  int64
+	CompletionTokens  int64
+	ReasoningTokens   int64
+	LatencyMs         int64
+	TtftMs            *int64 `gorm:"column:ttft_ms"`
+	UpstreamLatencyMs int64
+	Warnings          string
+	AffinityHit       bool
+	LeaseManaged      bool
+	EmergencyFallback bool
+	BodiesCaptured    bool
+	Bodies            *string
+}
+
+func (RequestLogRow) TableName() string { return "request_logs" }
