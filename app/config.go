@@ -1,0 +1,104 @@
+// Package app wires Switchyard together: configuration, database, services,
+// the echo server with its routes and middleware, and the process lifecycle.
+package app
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"switchyard/services"
+)
+
+// Config is start-up configuration from flags and environment. Settings the
+// admin edits at run time live in the database, not here.
+type Config struct {
+	Addr             string
+	DataDir          string
+	Demo             bool
+	SecretKey        string // SWITCHYARD_SECRET_KEY; empty = <data-dir>/secret.key
+	AdminPassword    string // SWITCHYARD_ADMIN_PASSWORD (first password only)
+	PrivateUpstreams string // --allow-private-upstreams / SWITCHYARD_PRIVATE_UPSTREAMS
+	LogRetentionDays int    // SWITCHYARD_LOG_RETENTION_DAYS
+
+	egress *services.EgressGuard
+}
+
+func envOr(getenv func(string) string, key, def string) string {
+	if v := getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// LoadConfig reads flags (args without the program name) over environment
+// defaults and validates the result, reporting every problem at once.
+func LoadConfig(args []string, getenv func(string) string) (Config, error) {
+	var cfg Config
+	fs := flag.NewFlagSet("switchyard", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&cfg.Addr, "addr", envOr(getenv, "SWITCHYARD_ADDR", "127.0.0.1:20128"), "listen address (host:port; port 0 picks a free one)")
+	fs.StringVar(&cfg.DataDir, "data-dir", envOr(getenv, "SWITCHYARD_DATA_DIR", "./data"), "directory for the database and secret key")
+	fs.BoolVar(&cfg.Demo, "demo", false, "start an in-process fake upstream with demo connections, combo and keys")
+	fs.StringVar(&cfg.PrivateUpstreams, "allow-private-upstreams", getenv("SWITCHYARD_PRIVATE_UPSTREAMS"), "comma-separated host:port or CIDR entries non-local providers may reach although private")
+	if err := fs.Parse(args); err != nil {
+		return Config{}, fmt.Errorf("flags: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("flags: unexpected argument %q", fs.Arg(0))
+	}
+	cfg.SecretKey = getenv("SWITCHYARD_SECRET_KEY")
+	cfg.AdminPassword = getenv("SWITCHYARD_ADMIN_PASSWORD")
+	var problems []error
+	cfg.LogRetentionDays = 7
+	if v := getenv("SWITCHYARD_LOG_RETENTION_DAYS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 3650 {
+			problems = append(problems, fmt.Errorf("SWITCHYARD_LOG_RETENTION_DAYS: %q is not a whole number of days from 1 to 3650", v))
+		} else {
+			cfg.LogRetentionDays = n
+		}
+	}
+	if err := cfg.validate(); err != nil {
+		problems = append(problems, err)
+	}
+	if len(problems) > 0 {
+		return Config{}, errors.Join(problems...)
+	}
+	return cfg, nil
+}
+
+func (c *Config) validate() error {
+	var problems []error
+	if host, port, err := net.SplitHostPort(c.Addr); err != nil {
+		problems = append(problems, fmt.Errorf("--addr: %q is not host:port", c.Addr))
+	} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		problems = append(problems, fmt.Errorf("--addr: port %q is not a number from 0 to 65535", port))
+	} else if host == "" {
+		problems = append(problems, errors.New("--addr: name the host (for example 127.0.0.1:20128, or 0.0.0.0:20128 to listen on every interface)"))
+	}
+	if strings.TrimSpace(c.DataDir) == "" {
+		problems = append(problems, errors.New("--data-dir: must not be empty"))
+	}
+	if c.SecretKey != "" && len(c.SecretKey) < 32 {
+		problems = append(problems, errors.New("SWITCHYARD_SECRET_KEY: use at least 32 characters (for example: openssl rand -base64 32)"))
+	}
+	if c.AdminPassword != "" {
+		if n := utf8.RuneCountInString(c.AdminPassword); n < services.PasswordMinLen {
+			problems = append(problems, errors.New("SWITCHYARD_ADMIN_PASSWORD: "+services.MsgPasswordShort))
+		} else if n > services.PasswordMaxLen {
+			problems = append(problems, errors.New("SWITCHYARD_ADMIN_PASSWORD: "+services.MsgPasswordLong))
+		}
+	}
+	g, err := services.ParseEgressAllowlist(c.PrivateUpstreams)
+	if err != nil {
+		problems = append(problems, fmt.Errorf("--allow-private-upstreams: %w", err))
+	}
+	c.egress = g
+	return errors.Join(problems...)
+}

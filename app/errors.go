@@ -1,0 +1,221 @@
+package app
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"switchyard/handlers"
+	"switchyard/services"
+)
+
+// statusOf maps any error to an HTTP status, using errors.Is/As so wrapping
+// never changes the answer. The management API's table (40-admin-api §1)
+// wins for validation errors there: 400, not 422.
+func statusOf(err error, api bool) int {
+	var verr *services.ValidationError
+	var rerr *handlers.RequestError
+	var herr *echo.HTTPError
+	var terr *services.ThrottledError
+	var gerr *services.GatewayError
+	switch {
+	case errors.As(err, &gerr):
+		return gerr.Status
+	case errors.As(err, &rerr):
+		return rerr.Status
+	case errors.As(err, &verr):
+		if api {
+			return http.StatusBadRequest
+		}
+		return http.StatusUnprocessableEntity
+	case errors.As(err, &terr):
+		return http.StatusTooManyRequests
+	case errors.Is(err, services.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, services.ErrConflict):
+		return http.StatusConflict
+	case errors.Is(err, services.ErrUnauthorized):
+		return http.StatusUnauthorized
+	case errors.Is(err, services.ErrForbidden):
+		return http.StatusForbidden
+	case errors.As(err, &herr):
+		return herr.Code
+	}
+	return http.StatusInternalServerError
+}
+
+// apiCode names an /api error (40-admin-api §1).
+func apiCode(err error, status int) string {
+	var rerr *handlers.RequestError
+	var verr *services.ValidationError
+	if errors.As(err, &rerr) {
+		return rerr.Code
+	}
+	if errors.As(err, &verr) {
+		return "validation_failed"
+	}
+	switch status {
+	case 401:
+		return "unauthorized"
+	case 403:
+		return "forbidden"
+	case 404:
+		return "not_found"
+	case 405:
+		return "method_not_allowed"
+	case 409:
+		return "conflict"
+	case 412:
+		return "precondition_failed"
+	case 413:
+		return "payload_too_large"
+	case 415:
+		return "unsupported_media_type"
+	case 429:
+		return "rate_limited"
+	case 503:
+		return "unavailable"
+	}
+	if status >= 500 {
+		return "internal"
+	}
+	return "bad_request"
+}
+
+// publicMessage is what a caller may read: the error text for 4xx, a fixed
+// sentence for 5xx (never SQL, stacks or secrets).
+func publicMessage(err error, status int, requestID string) string {
+	if status >= 500 {
+		return fmt.Sprintf("Something went wrong (request %s). Details are in the server log.", requestID)
+	}
+	var herr *echo.HTTPError
+	if errors.As(err, &herr) {
+		if m, ok := herr.Message.(string); ok {
+			return m
+		}
+		return http.StatusText(herr.Code)
+	}
+	var verr *services.ValidationError
+	if errors.As(err, &verr) {
+		return verr.Error()
+	}
+	msg := err.Error()
+	// Strip wrapping prefixes such as "services: update combo x: not found".
+	if errors.Is(err, services.ErrNotFound) {
+		return "Nothing here. It may have been deleted."
+	}
+	if i := strings.LastIndex(msg, ": "); i >= 0 && (errors.Is(err, services.ErrUnauthorized) || errors.Is(err, services.ErrForbidden)) {
+		msg = msg[:i]
+	}
+	return msg
+}
+
+// errorHandler serves the three audiences: /v1 (gateway JSON), /api
+// (management JSON) and the dashboard (status policy of 50-dashboard §3.3).
+// Only 5xx are logged, once, here.
+func errorHandler(log *slog.Logger, dash *handlers.Dashboard) echo.HTTPErrorHandler {
+	return func(err error, c echo.Context) {
+		if c.Response().Committed {
+			return
+		}
+		path := c.Request().URL.Path
+		isAPI := strings.HasPrefix(path, "/api/") || path == "/api" || path == "/metrics"
+		status := statusOf(err, isAPI)
+		rid := handlers.RequestID(c)
+		if status >= 500 {
+			log.Error("request failed", "request_id", rid, "method", c.Request().Method, "path", path, "err", err)
+		}
+		var terr *services.ThrottledError
+		if errors.As(err, &terr) {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(terr)))
+		}
+		switch {
+		case strings.HasPrefix(path, "/v1/") || path == "/v1":
+			writeGatewayError(c, err, status, rid)
+		case isAPI:
+			body := map[string]any{"code": apiCode(err, status), "message": publicMessage(err, status, rid)}
+			var verr *services.ValidationError
+			if errors.As(err, &verr) {
+				body["fields"] = verr.Fields
+			}
+			if status == http.StatusServiceUnavailable && c.Response().Header().Get("Retry-After") == "" {
+				c.Response().Header().Set("Retry-After", "5")
+			}
+			_ = c.JSON(status, map[string]any{"error": body})
+		default:
+			dashboardError(c, dash, err, status, rid)
+		}
+	}
+}
+
+func retryAfterSeconds(t *services.ThrottledError) int {
+	s := int((t.RetryAfter.Milliseconds() + 999) / 1000)
+	if s < 1 {
+		s = 1
+	}
+	return s
+}
+
+// dashboardError follows the status policy: htmx requests get an empty body
+// and an error toast (or HX-Redirect on 401); full pages get the error page
+// or a redirect to sign in.
+func dashboardError(c echo.Context, dash *handlers.Dashboard, err error, status int, rid string) {
+	r := c.Request()
+	htmx := r.Header.Get("HX-Request") == "true"
+	c.Response().Header().Set("Cache-Control", "no-store")
+	c.Response().Header().Add("Vary", "HX-Request")
+	if status == http.StatusUnauthorized && !strings.HasPrefix(r.URL.Path, "/login") {
+		next := "/login?next=" + url.QueryEscape(currentPage(r))
+		if htmx {
+			c.Response().Header().Set("HX-Redirect", next)
+			_ = c.NoContent(http.StatusUnauthorized)
+			return
+		}
+		_ = c.Redirect(http.StatusSeeOther, next)
+		return
+	}
+	if htmx {
+		payload, _ := json.Marshal(map[string]any{"show-toast": map[string]string{"level": "error", "text": publicMessage(err, status, rid)}})
+		c.Response().Header().Set("HX-Trigger", string(payload))
+		_ = c.NoContent(status)
+		return
+	}
+	if dash == nil {
+		_ = c.String(status, publicMessage(err, status, rid))
+		return
+	}
+	_ = dash.ErrorPage(c, status, publicMessage(err, status, rid))
+}
+
+// currentPage is the page the admin was on: the htmx current URL's path when
+// present, else the request path, always a local path.
+func currentPage(r *http.Request) string {
+	if cu := r.Header.Get("HX-Current-URL"); cu != "" {
+		if u, err := url.Parse(cu); err == nil && strings.HasPrefix(u.Path, "/") {
+			if u.RawQuery != "" {
+				return u.Path + "?" + u.RawQuery
+			}
+			return u.Path
+		}
+	}
+	if r.Method == http.MethodGet {
+		return r.URL.RequestURI()
+	}
+	return "/"
+}
+
+// writeGatewayError writes the OpenAI or Anthropic error shape (10-gateway-api §9.1).
+func writeGatewayError(c echo.Context, err error, status int, rid string) {
+	var gerr *services.GatewayError
+	if !errors.As(err, &gerr) {
+		gerr = services.GatewayErrorFromStatus(status, publicMessage(err, status, rid))
+	}
+	services.WriteGatewayError(c.Response(), c.Request().URL.Path, gerr, rid)
+}

@@ -1,0 +1,193 @@
+package app
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"strings"
+
+	"github.com/a-h/templ"
+	"github.com/labstack/echo/v4"
+
+	"switchyard/handlers"
+	"switchyard/services"
+)
+
+// requestID gives every request an id, echoed as X-Request-Id.
+func requestID(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id := "req_" + services.RandomToken(12)
+		handlers.SetRequestID(c, id)
+		c.Response().Header().Set("X-Request-Id", id)
+		return next(c)
+	}
+}
+
+// recoverer turns a panic into a 500 that the error handler logs once.
+func recoverer(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				if r == http.ErrAbortHandler {
+					panic(r)
+				}
+				err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+			}
+		}()
+		return next(c)
+	}
+}
+
+// securityHeaders sets the headers of 50-dashboard §5 and a fresh CSP nonce
+// per response, handed to templ through the request context.
+func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		b := make([]byte, 16)
+		_, _ = rand.Read(b)
+		nonce := base64.StdEncoding.EncodeToString(b)
+		r := c.Request()
+		c.SetRequest(r.WithContext(templ.WithNonce(r.Context(), nonce)))
+		h := c.Response().Header()
+		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'nonce-"+nonce+"'; style-src 'self'; img-src 'self' data:; connect-src 'self'; font-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "same-origin")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Cross-Origin-Opener-Policy", "same-origin")
+		h.Set("Cache-Control", "no-store")
+		if r.TLS != nil {
+			h.Set("Strict-Transport-Security", "max-age=31536000")
+		}
+		return next(c)
+	}
+}
+
+// errCrossOrigin is 403 cross_origin_rejected.
+var errCrossOrigin = &handlers.RequestError{Status: http.StatusForbidden, Code: "cross_origin_rejected", Message: "Cross-origin request rejected."}
+
+// crossOrigin refuses unsafe cross-site requests that ride on the cookie,
+// using net/http's CrossOriginProtection (Sec-Fetch-Site, then Origin).
+func crossOrigin() echo.MiddlewareFunc {
+	cop := http.NewCrossOriginProtection()
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if err := cop.Check(c.Request()); err != nil {
+				return errCrossOrigin
+			}
+			return next(c)
+		}
+	}
+}
+
+// setupGate sends every dashboard page to /setup until an admin password exists.
+func setupGate(auth *services.Auth) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if auth.NeedsSetup() {
+				if c.Request().Header.Get("HX-Request") == "true" {
+					c.Response().Header().Set("HX-Redirect", "/setup")
+					return c.NoContent(http.StatusUnauthorized)
+				}
+				return c.Redirect(http.StatusSeeOther, "/setup")
+			}
+			return next(c)
+		}
+	}
+}
+
+// requireAdmin admits requests with a valid admin session cookie.
+func requireAdmin(auth *services.Auth, cookies *cookieSessions) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			id := cookies.Read(c.Request())
+			if _, err := auth.Session(c.Request().Context(), id); err != nil {
+				return err
+			}
+			handlers.SetSessionID(c, id)
+			return next(c)
+		}
+	}
+}
+
+var errKeyInQuery = &handlers.RequestError{Status: http.StatusBadRequest, Code: "bad_request", Message: "Send the key in the Authorization header, never in the URL."}
+
+// apiAuth admits a Bearer client key with the scope, or the admin session
+// cookie (with cross-origin protection on unsafe methods). A present
+// Authorization header is the only credential considered.
+func apiAuth(auth *services.Auth, keys *services.Keys, cookies *cookieSessions, scopes ...string) echo.MiddlewareFunc {
+	cop := http.NewCrossOriginProtection()
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			r := c.Request()
+			q := r.URL.Query()
+			for _, name := range []string{"key", "api_key", "apikey", "access_token"} {
+				if q.Has(name) {
+					return errKeyInQuery
+				}
+			}
+			if h := r.Header.Get("Authorization"); h != "" {
+				scheme, token, ok := strings.Cut(h, " ")
+				if !ok || !strings.EqualFold(scheme, "Bearer") {
+					return services.ErrUnauthorized
+				}
+				k, err := keys.Authenticate(strings.TrimSpace(token))
+				if err != nil {
+					return services.ErrUnauthorized
+				}
+				allowed := false
+				for _, s := range scopes {
+					allowed = allowed || k.HasScope(s)
+				}
+				if !allowed {
+					return fmt.Errorf("this key lacks the %s scope: %w", scopes[0], services.ErrForbidden)
+				}
+				handlers.SetAPIKey(c, k)
+				return next(c)
+			}
+			id := cookies.Read(r)
+			if _, err := auth.Session(r.Context(), id); err != nil {
+				if errors.Is(err, services.ErrUnauthorized) {
+					return services.ErrUnauthorized
+				}
+				return err
+			}
+			if err := cop.Check(r); err != nil {
+				return errCrossOrigin
+			}
+			handlers.SetSessionID(c, id)
+			return next(c)
+		}
+	}
+}
+
+// isLoopbackPeer reports a loopback TCP peer with no proxy headers: the only
+// requests allowed to run first-run setup.
+func isLoopbackPeer(r *http.Request) bool {
+	for _, h := range []string{"Forwarded", "X-Forwarded-For", "X-Real-IP"} {
+		if r.Header.Get(h) != "" {
+			return false
+		}
+	}
+	return isLoopbackAddr(r.RemoteAddr)
+}
+
+func isLoopbackAddr(remote string) bool {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// clientIP is the TCP peer address (proxy headers are not trusted).
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}

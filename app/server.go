@@ -1,0 +1,186 @@
+package app
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"gorm.io/gorm"
+
+	"switchyard/handlers"
+	"switchyard/models"
+	"switchyard/services"
+)
+
+// Options carry what differs between production and tests.
+type Options struct {
+	Clock  services.Clock
+	Logger *slog.Logger
+	Stdout io.Writer
+	// Argon2 overrides password hashing cost (tests use a cheap set).
+	Argon2 *services.Argon2Params
+}
+
+// Server is a built Switchyard: services wired, routes registered.
+type Server struct {
+	cfg       Config
+	log       *slog.Logger
+	clock     services.Clock
+	db        *gorm.DB
+	keyring   *services.Keyring
+	catalog   *services.CatalogueHolder
+	egress    *services.EgressGuard
+	settings  *models.SettingsStore
+	conns     *services.Connections
+	combos    *services.Combos
+	keys      *services.Keys
+	auth      *services.Auth
+	cookies   *cookieSessions
+	dashboard *handlers.Dashboard
+	echo      *echo.Echo
+	startedAt time.Time
+
+	listenAddr atomic.Value // string
+	loopback   atomic.Bool
+	demo       *demoEnv
+}
+
+// Build opens the store, wires services and registers routes. The caller
+// must Close the server.
+func Build(ctx context.Context, cfg Config, opts Options) (*Server, error) {
+	if cfg.egress == nil {
+		if err := cfg.validate(); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Clock == nil {
+		opts.Clock = services.RealClock{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opts.Stdout == nil {
+		opts.Stdout = io.Discard
+	}
+	db, keyring, err := openStore(ctx, cfg, opts.Clock)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: opts.Logger, clock: opts.Clock, db: db, keyring: keyring, egress: cfg.egress, startedAt: opts.Clock.Now()}
+	s.loopback.Store(true)
+	s.listenAddr.Store(cfg.Addr)
+	if err := s.wire(ctx, opts); err != nil {
+		models.Close(db)
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) wire(ctx context.Context, opts Options) error {
+	connStore := models.NewConnectionStore(s.db, s.keyring)
+	customs, err := connStore.ListCustomProviders(ctx)
+	if err != nil {
+		return err
+	}
+	// Decrypting every connection at start fails closed on a wrong key.
+	if _, err := connStore.ListConnections(ctx); err != nil {
+		return fmt.Errorf("start-up refused: %w", err)
+	}
+	s.catalog = services.NewCatalogueHolder(services.NewCatalogue(customs))
+	s.settings = models.NewSettingsStore(s.db)
+	s.conns = services.NewConnections(connStore, s.clock, s.egress, s.catalog)
+	s.combos = services.NewCombos(models.NewComboStore(s.db), connStore, s.clock, s.catalog)
+	if s.keys, err = services.NewKeys(ctx, models.NewKeyStore(s.db), connStore, s.clock); err != nil {
+		return err
+	}
+	params := services.DefaultArgon2
+	if opts.Argon2 != nil {
+		params = *opts.Argon2
+	}
+	if s.auth, err = services.NewAuth(ctx, models.NewAdminStore(s.db), s.clock, params); err != nil {
+		return err
+	}
+	if err := s.auth.BootstrapPassword(ctx, s.cfg.AdminPassword); err != nil {
+		return err
+	}
+	if s.cfg.Demo {
+		if s.demo, err = startDemo(ctx, s); err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+	}
+	s.cookies = newCookieSessions(s.keyring)
+	s.dashboard = &handlers.Dashboard{
+		Auth: s.auth, Cookies: s.cookies, Conns: s.conns, Combos: s.combos, Keys: s.keys, Clock: s.clock,
+		Version: Version, Demo: s.cfg.Demo,
+		PlainHTTP:  func() bool { return !s.loopback.Load() },
+		ListenPort: s.listenPort, IsLoopback: isLoopbackPeer, ClientIP: clientIP,
+	}
+	s.echo = s.routes()
+	return nil
+}
+
+// Handler is the HTTP handler of the whole product.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// SetListenAddr records where the listener is, for the dashboard.
+func (s *Server) SetListenAddr(addr string, loopback bool) {
+	s.listenAddr.Store(addr)
+	s.loopback.Store(loopback)
+}
+
+func (s *Server) listenPort() string {
+	_, port, _ := net.SplitHostPort(s.listenAddr.Load().(string))
+	return port
+}
+
+// Close stops background work and closes the database.
+func (s *Server) Close() error {
+	if s.demo != nil {
+		s.demo.Close()
+	}
+	return models.Close(s.db)
+}
+
+// healthz is the public liveness probe: {"status":"ok"}, or 503 when the
+// database does not answer. It reveals nothing else.
+func (s *Server) healthz(c echo.Context) error {
+	sqlDB, err := s.db.DB()
+	if err == nil {
+		ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+		err = sqlDB.PingContext(ctx)
+		cancel()
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	if err != nil {
+		c.Response().Header().Set("Retry-After", "5")
+		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "down"})
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func encodeB64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+func decodeKeyCheck(doc []byte) ([]byte, error) {
+	var v struct {
+		Check string `json:"check"`
+	}
+	if err := json.Unmarshal(doc, &v); err != nil {
+		return nil, err
+	}
+	return base64.StdEncoding.DecodeString(v.Check)
+}
+
+// Accessors for tests and the demo.
+func (s *Server) Connections() *services.Connections { return s.conns }
+func (s *Server) Combos() *services.Combos           { return s.combos }
+func (s *Server) Keys() *services.Keys               { return s.keys }
+func (s *Server) Auth() *services.Auth               { return s.auth }
+func (s *Server) Egress() *services.EgressGuard      { return s.egress }

@@ -1,0 +1,5 @@
+package app
+
+import "strconv"
+
+func itoa(v int) string { return strconv.Itoa(v) }
