@@ -98,9 +98,11 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 	s.settings = models.NewSettingsStore(s.db)
 	s.conns = services.NewConnections(connStore, s.clock, s.egress, s.catalog)
 	s.combos = services.NewCombos(models.NewComboStore(s.db), connStore, s.clock, s.catalog)
-	if s.keys, err = services.NewKeys(ctx, models.NewKeyStore(s.db), connStore, s.clock); err != nil {
+	keyStore := models.NewKeyStore(s.db)
+	if s.keys, err = services.NewKeys(ctx, keyStore, connStore, s.clock); err != nil {
 		return err
 	}
+	s.conns.UseReferenceStores(models.NewComboStore(s.db), keyStore)
 	params := services.DefaultArgon2
 	if opts.Argon2 != nil {
 		params = *opts.Argon2

@@ -222,7 +222,9 @@ type Connections struct {
 	catalog func() *Catalogue
 	setCat  func(*Catalogue)
 	// onChange is called after every successful mutation (cache refresh, events).
-	onChange func()
+	onChange   func()
+	comboStore ComboStore
+	keyStore   KeyStore
 }
 
 // NewConnections builds the service. The catalogue is rebuilt when a custom
@@ -396,6 +398,9 @@ func (s *Connections) SetEnabled(ctx context.Context, id string, on bool) (Conne
 // Delete removes a connection.
 func (s *Connections) Delete(ctx context.Context, id string) error {
 	if _, err := s.store.FindConnectionByID(ctx, id); err != nil {
+		return err
+	}
+	if err := s.checkDeletable(ctx, id); err != nil {
 		return err
 	}
 	if err := s.store.DeleteConnection(ctx, id); err != nil {
