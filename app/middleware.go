@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
@@ -20,7 +21,7 @@ import (
 // requestID gives every request an id, echoed as X-Request-Id.
 func requestID(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		id := "req_" + services.RandomToken(12)
+		id := services.NewRequestID(time.Now())
 		handlers.SetRequestID(c, id)
 		c.Response().Header().Set("X-Request-Id", id)
 		return next(c)

@@ -20,6 +20,15 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/healthz", s.healthz)
 	e.GET("/static/*", echo.WrapHandler(static.Handler()))
 
+	// Client API: key auth inside the handlers (the body is read only after it).
+	for _, p := range []string{"/v1/chat/completions", "/chat/completions"} {
+		e.POST(p, s.v1.ChatCompletions)
+	}
+	e.GET("/v1/models", s.v1.Models)
+	e.GET("/v1/models/*", s.v1.Model)
+	e.Any("/v1/*", s.v1.NotFound)
+	e.Any("/v1", s.v1.NotFound)
+
 	// Management API: admin session (with cross-origin protection) or a manage key.
 	e.GET("/api/monitoring/health", s.monitoringHealth)
 	api := e.Group("/api", apiAuth(s.auth, s.keys, s.cookies, services.ScopeManage))

@@ -15,9 +15,12 @@ import (
 	"github.com/labstack/echo/v4"
 	"gorm.io/gorm"
 
+	"math/rand/v2"
+
 	"switchyard/handlers"
 	"switchyard/models"
 	"switchyard/services"
+	"switchyard/services/gateway"
 )
 
 // Options carry what differs between production and tests.
@@ -27,6 +30,8 @@ type Options struct {
 	Stdout io.Writer
 	// Argon2 overrides password hashing cost (tests use a cheap set).
 	Argon2 *services.Argon2Params
+	// Seed fixes the routing RNG (tests); 0 picks a random seed.
+	Seed uint64
 }
 
 // Server is a built Switchyard: services wired, routes registered.
@@ -45,6 +50,9 @@ type Server struct {
 	auth      *services.Auth
 	cookies   *cookieSessions
 	dashboard *handlers.Dashboard
+	gateway   *gateway.Gateway
+	logSink   gateway.LogSink
+	v1        *handlers.V1
 	echo      *echo.Echo
 	startedAt time.Time
 
@@ -69,6 +77,9 @@ func Build(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	}
 	if opts.Stdout == nil {
 		opts.Stdout = io.Discard
+	}
+	if opts.Seed == 0 {
+		opts.Seed = rand.Uint64()
 	}
 	db, keyring, err := openStore(ctx, cfg, opts.Clock)
 	if err != nil {
@@ -113,6 +124,10 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 	if err := s.auth.BootstrapPassword(ctx, s.cfg.AdminPassword); err != nil {
 		return err
 	}
+	if err := s.wireGateway(ctx, opts.Seed); err != nil {
+		return err
+	}
+	s.v1 = &handlers.V1{Keys: s.keys, Gateway: s.gateway, Clock: s.clock, Limits: gateway.DefaultLimits}
 	if s.cfg.Demo {
 		if s.demo, err = startDemo(ctx, s); err != nil {
 			return fmt.Errorf("demo: %w", err)

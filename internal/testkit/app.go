@@ -216,3 +216,21 @@ func (b *LineBuffer) WaitFor(prefix string, timeout time.Duration) (string, erro
 		}
 	}
 }
+
+// Serve starts a real HTTP server for the app on 127.0.0.1 and returns its base URL.
+func (a *App) Serve() string {
+	a.T.Helper()
+	srv := httptest.NewServer(a.Server.Handler())
+	a.T.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// AddConnection creates a connection through the service and fails the test on error.
+func (a *App) AddConnection(in services.ConnectionInput) services.Connection {
+	a.T.Helper()
+	c, err := a.Server.Connections().Create(context.Background(), in)
+	if err != nil {
+		a.T.Fatalf("add connection: %v", err)
+	}
+	return c
+}

@@ -1,0 +1,231 @@
+package handlers
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"golang.org/x/time/rate"
+
+	"switchyard/services"
+	"switchyard/services/gateway"
+)
+
+// V1 is the client-facing API: key auth, per-key limits, body limits, then
+// the gateway. The body is never read before the key is checked.
+type V1 struct {
+	Keys    *services.Keys
+	Gateway *gateway.Gateway
+	Clock   services.Clock
+	Limits  func() gateway.Limits
+
+	rpm  sync.Map // key id → *rate.Limiter
+	conc sync.Map // key id → *atomic.Int64
+}
+
+func gwErr(status int, code, msg string) *services.GatewayError {
+	return &services.GatewayError{Status: status, Code: code, Message: msg}
+}
+
+// authenticate reads the key from Authorization: Bearer, else x-api-key.
+// Keys in the query string are refused whatever the headers say.
+func (h *V1) authenticate(c echo.Context) (services.APIKey, error) {
+	r := c.Request()
+	q := r.URL.Query()
+	for _, name := range []string{"key", "api_key", "apikey", "access_token"} {
+		if q.Has(name) {
+			return services.APIKey{}, gwErr(401, "invalid_api_key", "Send the API key in the Authorization header, never in the URL.")
+		}
+	}
+	secret := ""
+	if a := r.Header.Get("Authorization"); a != "" {
+		if scheme, token, ok := strings.Cut(a, " "); ok && strings.EqualFold(scheme, "Bearer") {
+			secret = strings.TrimSpace(token)
+		}
+	}
+	if secret == "" {
+		secret = strings.TrimSpace(r.Header.Get("x-api-key"))
+	}
+	k, err := h.Keys.Authenticate(secret)
+	if err != nil {
+		var kerr *services.KeyAuthError
+		msg := "Invalid API key."
+		if errors.As(err, &kerr) {
+			msg = kerr.Error()
+		}
+		return services.APIKey{}, gwErr(401, "invalid_api_key", msg)
+	}
+	if !k.HasScope(services.ScopeInference) {
+		return services.APIKey{}, gwErr(403, "insufficient_scope", "This API key lacks the inference scope.")
+	}
+	return k, nil
+}
+
+// admit applies the key's requests-per-minute and concurrency limits; the
+// returned release must be called when the request ends.
+func (h *V1) admit(k services.APIKey) (func(), error) {
+	if k.RequestsPerMinute != nil && *k.RequestsPerMinute > 0 {
+		rpm := *k.RequestsPerMinute
+		v, _ := h.rpm.LoadOrStore(k.ID+"/"+strconv.Itoa(rpm), rate.NewLimiter(rate.Limit(float64(rpm)/60), rpm))
+		lim := v.(*rate.Limiter)
+		now := h.Clock.Now()
+		res := lim.ReserveN(now, 1)
+		if d := res.DelayFrom(now); d > 0 {
+			res.CancelAt(now)
+			e := gwErr(429, "rate_limit_exceeded", fmt.Sprintf("This API key is limited to %d requests per minute.", rpm))
+			e.RetryAfter = int(math.Ceil(d.Seconds()))
+			return nil, e
+		}
+	}
+	if k.MaxConcurrentRequests != nil && *k.MaxConcurrentRequests > 0 {
+		v, _ := h.conc.LoadOrStore(k.ID, new(atomic.Int64))
+		n := v.(*atomic.Int64)
+		if n.Add(1) > int64(*k.MaxConcurrentRequests) {
+			n.Add(-1)
+			e := gwErr(429, "rate_limit_exceeded", fmt.Sprintf("This API key may have at most %d requests in flight.", *k.MaxConcurrentRequests))
+			e.RetryAfter = 1
+			return nil, e
+		}
+		return func() { n.Add(-1) }, nil
+	}
+	return func() {}, nil
+}
+
+// readBody checks the media type and reads the body under the size limit.
+func (h *V1) readBody(c echo.Context) ([]byte, error) {
+	r := c.Request()
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if mt != "application/json" {
+		return nil, gwErr(415, "unsupported_media_type", "Send the body as Content-Type: application/json.")
+	}
+	lim := h.Limits()
+	if r.ContentLength > lim.MaxBodyBytes {
+		return nil, gwErr(413, "request_too_large", fmt.Sprintf("The body is larger than %d bytes.", lim.MaxBodyBytes))
+	}
+	_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now().Add(60 * time.Second))
+	b, err := io.ReadAll(http.MaxBytesReader(c.Response(), r.Body, lim.MaxBodyBytes))
+	_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Time{})
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, gwErr(413, "request_too_large", fmt.Sprintf("The body is larger than %d bytes.", lim.MaxBodyBytes))
+		}
+		return nil, gwErr(400, "invalid_request", "The body could not be read.")
+	}
+	return b, nil
+}
+
+// ChatCompletions serves POST /v1/chat/completions (and /chat/completions).
+func (h *V1) ChatCompletions(c echo.Context) error {
+	received := h.Clock.Now()
+	c.Response().Header().Set("X-Switchyard-Request-Id", RequestID(c))
+	k, err := h.authenticate(c)
+	if err != nil {
+		return err
+	}
+	release, err := h.admit(k)
+	if err != nil {
+		return err
+	}
+	defer release()
+	h.Keys.Touch(c.Request().Context(), k)
+	body, err := h.readBody(c)
+	if err != nil {
+		return err
+	}
+	top, model, stream, gerr := gateway.ParseChat(body, h.Limits())
+	if gerr != nil {
+		return gerr
+	}
+	route, gerr := gateway.Resolve(h.Gateway.Registry().Snapshot(), k, model)
+	if gerr != nil {
+		return gerr
+	}
+	req := &gateway.Request{ID: RequestID(c), ClientRequestID: clientRequestID(c.Request()), Key: k, Endpoint: "/v1/chat/completions",
+		Body: top, Model: model, Stream: stream, Route: route, Received: received}
+	h.Gateway.ServeChat(c.Response(), c.Request(), req)
+	return nil
+}
+
+// clientRequestID keeps a client's X-Request-Id when it is ≤ 128 printable ASCII.
+func clientRequestID(r *http.Request) string {
+	v := r.Header.Get("X-Request-Id")
+	if len(v) > 128 {
+		return ""
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < 0x20 || v[i] > 0x7e {
+			return ""
+		}
+	}
+	return v
+}
+
+// Models serves GET /v1/models in the OpenAI shape, or the Anthropic shape
+// when the request carries anthropic-version.
+func (h *V1) Models(c echo.Context) error {
+	c.Response().Header().Set("X-Switchyard-Request-Id", RequestID(c))
+	k, err := h.authenticate(c)
+	if err != nil {
+		return err
+	}
+	entries := gateway.ListModels(h.Gateway.Registry().Snapshot(), k)
+	return h.writeModels(c, entries)
+}
+
+// Model serves GET /v1/models/{id}; the id may contain '/'.
+func (h *V1) Model(c echo.Context) error {
+	c.Response().Header().Set("X-Switchyard-Request-Id", RequestID(c))
+	k, err := h.authenticate(c)
+	if err != nil {
+		return err
+	}
+	id := c.Param("*")
+	for _, e := range gateway.ListModels(h.Gateway.Registry().Snapshot(), k) {
+		if e.ID == id {
+			if c.Request().Header.Get("anthropic-version") != "" {
+				return c.JSON(200, map[string]any{"type": "model", "id": e.ID, "display_name": e.ID, "created_at": e.CreatedRFC3339()})
+			}
+			return c.JSON(200, map[string]any{"id": e.ID, "object": "model", "created": e.Created, "owned_by": e.OwnedBy})
+		}
+	}
+	return gwErr(404, "model_not_found", fmt.Sprintf("Unknown model %q.", id))
+}
+
+func (h *V1) writeModels(c echo.Context, entries []gateway.ModelEntry) error {
+	if c.Request().Header.Get("anthropic-version") != "" {
+		data := make([]map[string]any, len(entries))
+		for i, e := range entries {
+			data[i] = map[string]any{"type": "model", "id": e.ID, "display_name": e.ID, "created_at": e.CreatedRFC3339()}
+		}
+		var first, last any
+		if len(entries) > 0 {
+			first, last = entries[0].ID, entries[len(entries)-1].ID
+		}
+		return c.JSON(200, map[string]any{"data": data, "has_more": false, "first_id": first, "last_id": last})
+	}
+	data := make([]map[string]any, len(entries))
+	for i, e := range entries {
+		data[i] = map[string]any{"id": e.ID, "object": "model", "created": e.Created, "owned_by": e.OwnedBy}
+	}
+	return c.JSON(200, map[string]any{"object": "list", "data": data})
+}
+
+// NotFound answers unknown /v1 paths, hinting at a doubled prefix.
+func (h *V1) NotFound(c echo.Context) error {
+	p := c.Request().URL.Path
+	msg := fmt.Sprintf("Unknown endpoint %s.", p)
+	if rest, ok := strings.CutPrefix(p, "/v1/v1/"); ok {
+		msg += " Did you mean /v1/" + rest + "?"
+	}
+	return gwErr(404, "endpoint_not_found", msg)
+}

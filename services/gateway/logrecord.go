@@ -1,0 +1,149 @@
+package gateway
+
+import (
+	"time"
+
+	"switchyard/services"
+)
+
+// LogRecord is what the gateway knows about one client request when it
+// ends; the request log turns it into a row. No secret is ever put here.
+type LogRecord struct {
+	ID              string
+	CreatedAt       time.Time
+	ClientRequestID string
+	KeyID           string
+	KeyName         string
+	KeyPrefix       string
+	Endpoint        string
+	Stream          bool
+	StreamOutcome   string
+	RequestedModel  string
+	ResolvedKind    string
+	ComboName       string
+	Strategy        string
+	Provider        string
+	Model           string
+	ConnectionID    string
+	Status          int
+	Outcome         string
+	ErrorCode       string
+	Attempts        int
+	AttemptLog      []AttemptLog
+	PromptTokens    int64
+	CachedTokens    int64
+	CompletionTok   int64
+	ReasoningTokens int64
+	LatencyMs       int64
+	TtftMs          *int64
+	UpstreamMs      int64
+}
+
+// AttemptLog is one dispatch of a request.
+type AttemptLog struct {
+	Seq            int
+	TargetID       string
+	Provider       string
+	Model          string
+	ConnectionID   string
+	Outcome        string // success or a failure reason
+	Detail         string
+	UpstreamStatus int
+	ErrorCode      string
+	HintSource     string
+	LatencyMs      int64
+	start          time.Time
+}
+
+func newLogRecord(req *Request) *LogRecord {
+	r := &LogRecord{ID: req.ID, CreatedAt: req.Received, ClientRequestID: req.ClientRequestID, KeyID: req.Key.ID,
+		KeyName: req.Key.Name, KeyPrefix: req.Key.Prefix, Endpoint: req.Endpoint, Stream: req.Stream, RequestedModel: req.Model,
+		ResolvedKind: "direct"}
+	if req.Route.Combo != nil {
+		r.ResolvedKind = "combo"
+	} else {
+		r.Provider, r.Model = req.Route.Provider.ID, req.Route.Model
+	}
+	return r
+}
+
+type attemptHandle struct {
+	rec *LogRecord
+	i   int
+}
+
+func (r *LogRecord) startAttempt(t target, c *services.Connection, now, received time.Time) attemptHandle {
+	r.AttemptLog = append(r.AttemptLog, AttemptLog{Seq: len(r.AttemptLog), TargetID: t.id, Provider: t.provider.ID,
+		Model: t.model, ConnectionID: c.ID, start: now})
+	r.Attempts = len(r.AttemptLog)
+	r.Provider, r.Model, r.ConnectionID = t.provider.ID, t.model, c.ID
+	return attemptHandle{rec: r, i: len(r.AttemptLog) - 1}
+}
+
+func (h attemptHandle) finish(now time.Time, f failure) {
+	a := &h.rec.AttemptLog[h.i]
+	a.LatencyMs = now.Sub(a.start).Milliseconds()
+	a.UpstreamStatus = f.status
+	a.ErrorCode = f.code
+	a.HintSource = f.hintSource
+	switch f.kind {
+	case failNone:
+		a.Outcome = "success"
+		if a.UpstreamStatus == 0 {
+			a.UpstreamStatus = 200
+		}
+		h.rec.UpstreamMs = a.LatencyMs
+	case failClientGone:
+		a.Outcome = "client_abort"
+	default:
+		a.Outcome = f.reason
+		a.Detail = f.message
+	}
+}
+
+func (r *LogRecord) served(t target, c *services.Connection, attempts int) {
+	r.Provider, r.Model, r.ConnectionID = t.provider.ID, t.model, c.ID
+	r.Status = 200
+	r.Outcome = "success"
+	if attempts > 1 {
+		r.Outcome = "failover"
+	}
+}
+
+func (r *LogRecord) addUsage(u *usage) {
+	if u == nil {
+		return
+	}
+	r.PromptTokens, r.CompletionTok = u.PromptTokens, u.CompletionTokens
+	if u.PromptTokensDetails != nil {
+		r.CachedTokens = u.PromptTokensDetails.CachedTokens
+	}
+	if u.CompletionTokensDetails != nil {
+		r.ReasoningTokens = u.CompletionTokensDetails.ReasoningTokens
+	}
+}
+
+// finish fills the timing and the final status from the client writer.
+func (r *LogRecord) finish(now time.Time, out *clientWriter) {
+	out.mu.Lock()
+	defer out.mu.Unlock()
+	r.LatencyMs = time.Since(out.startedAt).Milliseconds()
+	if r.Stream && !out.firstByte.IsZero() {
+		t := out.firstByte.Sub(out.startedAt).Milliseconds()
+		r.TtftMs = &t
+	}
+	if r.Stream {
+		r.StreamOutcome = out.streamEnd
+	}
+	if out.isGone || out.r.Context().Err() != nil {
+		if r.Outcome != "success" && r.Outcome != "failover" || out.streamEnd != "completed" && r.Stream {
+			r.Status, r.Outcome, r.ErrorCode = 499, "aborted", "client_closed_request"
+			if r.Stream {
+				r.StreamOutcome = "aborted"
+			}
+		}
+	}
+	if r.Status == 0 {
+		r.Status = out.status
+	}
+}

@@ -1,0 +1,113 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"switchyard/services"
+)
+
+// Limits bound what a client may send (10-gateway-api §10).
+type Limits struct {
+	MaxBodyBytes int64
+	MaxJSONDepth int
+	MaxMessages  int
+}
+
+// DefaultLimits are the documented defaults.
+func DefaultLimits() Limits {
+	return Limits{MaxBodyBytes: 32 << 20, MaxJSONDepth: 64, MaxMessages: 10000}
+}
+
+func invalid(param, msg string) *services.GatewayError {
+	return &services.GatewayError{Status: 400, Code: "invalid_request", Param: param, Message: msg}
+}
+
+// CheckDepth scans JSON for nesting deeper than max without decoding it,
+// so a hostile body cannot make the decoder recurse.
+func CheckDepth(b []byte, max int) *services.GatewayError {
+	depth := 0
+	inStr, esc := false, false
+	for _, c := range b {
+		if inStr {
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inStr = true
+		case '{', '[':
+			depth++
+			if depth > max {
+				return invalid("", fmt.Sprintf("The JSON body is nested deeper than %d levels.", max))
+			}
+		case '}', ']':
+			depth--
+		}
+	}
+	return nil
+}
+
+var chatRoles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true}
+
+// ParseChat validates the fields Switchyard needs from a chat completion
+// request (10-gateway-api §5.1) and returns the top-level fields verbatim,
+// so unknown fields are forwarded unchanged.
+func ParseChat(body []byte, lim Limits) (map[string]json.RawMessage, string, bool, *services.GatewayError) {
+	if err := CheckDepth(body, lim.MaxJSONDepth); err != nil {
+		return nil, "", false, err
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil || top == nil {
+		return nil, "", false, invalid("", "The body is not a valid JSON object.")
+	}
+	var model string
+	raw, ok := top["model"]
+	if !ok || json.Unmarshal(raw, &model) != nil {
+		return nil, "", false, invalid("model", "model is required and must be a string.")
+	}
+	if err := ValidateModel(model); err != nil {
+		return nil, "", false, err
+	}
+	var msgs []map[string]json.RawMessage
+	if err := json.Unmarshal(top["messages"], &msgs); err != nil || len(msgs) == 0 {
+		return nil, "", false, invalid("messages", "messages must be a non-empty array of message objects.")
+	}
+	if len(msgs) > lim.MaxMessages {
+		return nil, "", false, invalid("messages", fmt.Sprintf("messages may hold at most %d entries.", lim.MaxMessages))
+	}
+	for i, m := range msgs {
+		var role string
+		if m == nil || json.Unmarshal(m["role"], &role) != nil || !chatRoles[role] {
+			return nil, "", false, invalid(fmt.Sprintf("messages[%d].role", i), "role must be one of system, developer, user, assistant, tool.")
+		}
+	}
+	stream := false
+	if v, ok := top["stream"]; ok && string(v) != "null" {
+		if json.Unmarshal(v, &stream) != nil {
+			return nil, "", false, invalid("stream", "stream must be true or false.")
+		}
+	}
+	for _, f := range []string{"max_tokens", "max_completion_tokens"} {
+		if v, ok := top[f]; ok && string(v) != "null" {
+			var n int64
+			if json.Unmarshal(v, &n) != nil || n <= 0 {
+				return nil, "", false, invalid(f, f+" must be a positive integer.")
+			}
+		}
+	}
+	if v, ok := top["n"]; ok && string(v) != "null" {
+		var n int
+		if json.Unmarshal(v, &n) != nil || n < 1 || n > 16 {
+			return nil, "", false, invalid("n", "n must be an integer from 1 to 16.")
+		}
+	}
+	return top, model, stream, nil
+}

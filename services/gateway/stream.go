@@ -1,0 +1,277 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"time"
+
+	"switchyard/services"
+)
+
+// maxPrelude bounds the non-useful events held before the commit.
+const maxPrelude = 64 << 10
+
+// sseEvent is one upstream event (its data payload) or the end of the stream.
+type sseEvent struct {
+	data []byte
+	err  error // io.EOF on a clean end of the body
+	// resp carries the response headers phase.
+	status int
+	body   []byte
+	hdr    map[string][]string
+}
+
+// chunkProbe reads what the relay needs from a chat.completion.chunk.
+type chunkProbe struct {
+	Choices []struct {
+		Delta struct {
+			Content          *string         `json:"content"`
+			ToolCalls        json.RawMessage `json:"tool_calls"`
+			ReasoningContent *string         `json:"reasoning_content"`
+			Reasoning        *string         `json:"reasoning"`
+		} `json:"delta"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *usage          `json:"usage"`
+	Error json.RawMessage `json:"error"`
+}
+
+type usage struct {
+	PromptTokens        int64 `json:"prompt_tokens"`
+	CompletionTokens    int64 `json:"completion_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails *struct {
+		ReasoningTokens int64 `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+}
+
+func (p *chunkProbe) useful() bool {
+	for _, c := range p.Choices {
+		d := c.Delta
+		if (d.Content != nil && *d.Content != "") || (len(d.ToolCalls) > 0 && string(d.ToolCalls) != "null") ||
+			(d.ReasoningContent != nil && *d.ReasoningContent != "") || (d.Reasoning != nil && *d.Reasoning != "") || c.FinishReason != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *chunkProbe) finished() bool {
+	for _, c := range p.Choices {
+		if c.FinishReason != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// relayStream performs a streaming dispatch: hold everything until the first
+// useful event (failover stays possible), then relay event by event. Keepalive
+// comments go out whenever the client has heard nothing for the idle interval.
+func (g *Gateway) relayStream(ctx context.Context, cancel context.CancelCauseFunc, out *clientWriter, t target, c *services.Connection, body []byte, set *Settings, st *attemptState) failure {
+	events := make(chan sseEvent, 16)
+	go g.readUpstream(ctx, t, c, body, events)
+
+	firstByteDeadline := time.Now().Add(set.TargetTimeout)
+	lastUpstream := time.Now()
+	tick := set.KeepaliveIdle
+	if tick <= 0 || tick > time.Second {
+		tick = time.Second
+	}
+	ticker := time.NewTicker(tick / 2)
+	defer ticker.Stop()
+	defer cancel(nil)
+	// Drain the reader so its goroutine never blocks on send after we return.
+	defer func() {
+		go func() {
+			for range events {
+			}
+		}()
+	}()
+
+	var prelude [][]byte
+	preludeBytes := 0
+	finished := false
+	headersSeen := false
+	for {
+		select {
+		case <-ctx.Done():
+			if out.gone() || ctx.Err() != nil && context.Cause(ctx) == context.Canceled {
+				return failure{kind: failClientGone}
+			}
+			return g.transportFailure(ctx, ctx.Err())
+		case now := <-ticker.C:
+			out.keepalive(now)
+			if out.gone() {
+				cancel(errClientGone)
+				return failure{kind: failClientGone}
+			}
+			if !out.committedUseful() && now.After(firstByteDeadline) {
+				cancel(errTargetTimeout)
+				return failure{kind: failRetryConn, reason: "timeout", message: "no useful byte within the target timeout"}
+			}
+			if set.StreamIdleTimeout > 0 && now.Sub(lastUpstream) > set.StreamIdleTimeout {
+				cancel(errStreamIdle)
+				return failure{kind: failRetryConn, reason: "timeout", message: "the upstream stream went silent"}
+			}
+		case ev, ok := <-events:
+			if !ok {
+				return failure{kind: failRetryConn, reason: "transport", message: "upstream stream ended"}
+			}
+			lastUpstream = time.Now()
+			if !headersSeen {
+				headersSeen = true
+				if ev.err != nil {
+					return g.transportFailure(ctx, ev.err)
+				}
+				if ev.status < 200 || ev.status > 299 {
+					return classifyStatus(ev.status, ev.hdr, ev.body, g.clock.Now())
+				}
+				continue
+			}
+			if ev.err != nil {
+				if errors.Is(ev.err, io.EOF) && finished {
+					if !out.committedUseful() && !out.commitUseful(prelude) {
+						return failure{kind: failClientGone}
+					}
+					if !out.done() {
+						return failure{kind: failClientGone}
+					}
+					return failure{}
+				}
+				if !out.committedUseful() && errors.Is(ev.err, io.EOF) {
+					return failure{kind: failRetryConn, reason: "empty_stream", message: "empty stream"}
+				}
+				if errors.Is(ev.err, io.EOF) {
+					return failure{kind: failRetryConn, reason: "transport", message: "the upstream stream ended before completion"}
+				}
+				return g.transportFailure(ctx, ev.err)
+			}
+			if bytes.Equal(ev.data, []byte("[DONE]")) {
+				if !finished {
+					if !out.committedUseful() {
+						return failure{kind: failRetryConn, reason: "empty_stream", message: "empty stream"}
+					}
+					return failure{kind: failRetryConn, reason: "transport", message: "the upstream ended without a finish reason"}
+				}
+				if !out.committedUseful() && !out.commitUseful(prelude) {
+					return failure{kind: failClientGone}
+				}
+				if !out.done() {
+					return failure{kind: failClientGone}
+				}
+				return failure{}
+			}
+			var probe chunkProbe
+			if err := json.Unmarshal(ev.data, &probe); err != nil {
+				return failure{kind: failRetryConn, reason: "malformed", message: "malformed stream chunk"}
+			}
+			if len(probe.Error) > 0 && string(probe.Error) != "null" {
+				code, msg := parseUpstreamError(append(append([]byte(`{"error":`), probe.Error...), '}'))
+				return failure{kind: failRetryConn, reason: "upstream_error", code: code, message: msg}
+			}
+			if probe.Usage != nil {
+				st.log.addUsage(probe.Usage)
+			}
+			if probe.finished() {
+				finished = true
+			}
+			frame := make([]byte, 0, len(ev.data)+8)
+			frame = append(append(append(frame, "data: "...), ev.data...), '\n', '\n')
+			if out.committedUseful() {
+				if !out.frame(frame) {
+					cancel(errClientGone)
+					return failure{kind: failClientGone}
+				}
+				continue
+			}
+			prelude = append(prelude, frame)
+			preludeBytes += len(frame)
+			if probe.useful() || preludeBytes > maxPrelude {
+				if !out.commitUseful(prelude) {
+					cancel(errClientGone)
+					return failure{kind: failClientGone}
+				}
+				prelude = nil
+			}
+		}
+	}
+}
+
+// readUpstream sends the response headers, then each SSE data payload, then
+// the end (io.EOF or an error). It stops when ctx ends.
+func (g *Gateway) readUpstream(ctx context.Context, t target, c *services.Connection, body []byte, events chan<- sseEvent) {
+	defer close(events)
+	send := func(ev sseEvent) bool {
+		select {
+		case events <- ev:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	resp, err := g.send(ctx, t, c, body, true)
+	if err != nil {
+		send(sseEvent{err: err})
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		send(sseEvent{status: resp.StatusCode, body: b, hdr: resp.Header})
+		return
+	}
+	if !send(sseEvent{status: resp.StatusCode, hdr: resp.Header}) {
+		return
+	}
+	br := bufio.NewReaderSize(resp.Body, 32<<10)
+	var data []byte
+	for {
+		line, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			// A very long line: collect it whole.
+			full := append([]byte(nil), line...)
+			for err == bufio.ErrBufferFull {
+				line, err = br.ReadSlice('\n')
+				full = append(full, line...)
+			}
+			line = full
+		}
+		if len(line) > 0 {
+			trimmed := bytes.TrimRight(line, "\r\n")
+			switch {
+			case len(trimmed) == 0:
+				if data != nil {
+					if !send(sseEvent{data: data}) {
+						return
+					}
+					data = nil
+				}
+			case trimmed[0] == ':':
+				// comment: ignored
+			case bytes.HasPrefix(trimmed, []byte("data:")):
+				payload := bytes.TrimPrefix(trimmed[5:], []byte(" "))
+				if data == nil {
+					data = append([]byte(nil), payload...)
+				} else {
+					data = append(append(data, '\n'), payload...)
+				}
+			}
+		}
+		if err != nil {
+			if data != nil && errors.Is(err, io.EOF) {
+				if !send(sseEvent{data: data}) {
+					return
+				}
+			}
+			send(sseEvent{err: err})
+			return
+		}
+	}
+}

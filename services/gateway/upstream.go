@@ -1,0 +1,153 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"sync"
+	"time"
+
+	"switchyard/services"
+)
+
+// ErrEgressRefused means the upstream address is private and not allowed.
+var ErrEgressRefused = errors.New("upstream address is private and not on the --allow-private-upstreams list")
+
+type egressKey struct{}
+
+// egressPolicy travels in the request context to the dialer: local
+// providers may reach private addresses, everyone else goes through the guard.
+type egressPolicy struct{ local bool }
+
+// Upstream builds and sends upstream requests. It keeps one transport per
+// outbound proxy so connections are pooled per egress path.
+type Upstream struct {
+	guard          *services.EgressGuard
+	userAgent      string
+	connectTimeout time.Duration
+	resolver       *net.Resolver
+
+	mu         sync.Mutex
+	transports map[string]*http.Client
+}
+
+// NewUpstream builds the executor's HTTP side.
+func NewUpstream(guard *services.EgressGuard, version string) *Upstream {
+	return &Upstream{guard: guard, userAgent: "Switchyard/" + version, connectTimeout: 10 * time.Second,
+		resolver: net.DefaultResolver, transports: map[string]*http.Client{}}
+}
+
+// client returns the pooled client for a connection's egress path.
+func (u *Upstream) client(c *services.Connection) (*http.Client, error) {
+	proxy := c.ProxyURL.Reveal()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if cl, ok := u.transports[proxy]; ok {
+		return cl, nil
+	}
+	t := &http.Transport{
+		DialContext:           u.dial,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          512,
+		MaxIdleConnsPerHost:   128,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   u.connectTimeout,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true, // relay bytes as they come; compression would buffer SSE
+	}
+	if proxy != "" {
+		pu, err := url.Parse(proxy)
+		if err != nil {
+			return nil, fmt.Errorf("proxy URL of connection %s: %w", c.ID, err)
+		}
+		t.Proxy = http.ProxyURL(pu)
+		// The proxy is the admin's egress: dial it directly.
+		t.DialContext = (&net.Dialer{Timeout: u.connectTimeout, KeepAlive: 30 * time.Second}).DialContext
+	}
+	cl := &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	u.transports[proxy] = cl
+	return cl, nil
+}
+
+// dial resolves the host itself so every resolved address passes the egress
+// guard before a socket opens (a DNS name pointing at 127.0.0.1 is caught).
+func (u *Upstream) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	pol, _ := ctx.Value(egressKey{}).(egressPolicy)
+	var ips []netip.Addr
+	if ip, err := netip.ParseAddr(host); err == nil {
+		ips = []netip.Addr{ip}
+	} else {
+		ips, err = u.resolver.LookupNetIP(ctx, "ip", host)
+		if err != nil {
+			return nil, err
+		}
+	}
+	d := &net.Dialer{Timeout: u.connectTimeout, KeepAlive: 30 * time.Second}
+	var lastErr error = ErrEgressRefused
+	for _, ip := range ips {
+		if !pol.local && !u.guard.AllowedAddr(host, ip, port) {
+			continue
+		}
+		conn, err := d.DialContext(ctx, network, net.JoinHostPort(ip.Unmap().String(), port))
+		if err == nil {
+			return conn, nil
+		}
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+// newRequest builds one upstream request from scratch: headers come from an
+// allowlist, never copied from the client (10-gateway-api §8.3).
+func (u *Upstream) newRequest(ctx context.Context, p services.Provider, c *services.Connection, path string, body []byte, stream bool) (*http.Request, error) {
+	base := c.EffectiveBaseURL(p)
+	if base == "" {
+		return nil, fmt.Errorf("connection %s has no base URL", c.ID)
+	}
+	ctx = context.WithValue(ctx, egressKey{}, egressPolicy{local: p.AuthClass == services.AuthLocal})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	h := req.Header
+	h.Set("Content-Type", "application/json")
+	if stream {
+		h.Set("Accept", "text/event-stream")
+	} else {
+		h.Set("Accept", "application/json")
+	}
+	h.Set("User-Agent", u.userAgent)
+	setAuth(h, p, c)
+	return req, nil
+}
+
+// setAuth writes the provider's auth header from the connection's credential.
+func setAuth(h http.Header, p services.Provider, c *services.Connection) {
+	cred := c.Credentials.Primary().Reveal()
+	switch p.AuthHeader {
+	case services.AuthHeaderBearer:
+		if cred != "" {
+			h.Set("Authorization", "Bearer "+cred)
+		}
+	case services.AuthHeaderXAPIKey:
+		if c.Credentials.OAuth != nil && c.Credentials.APIKey == "" {
+			h.Set("Authorization", "Bearer "+cred)
+		} else if cred != "" {
+			h.Set("x-api-key", cred)
+		}
+		h.Set("anthropic-version", "2023-06-01")
+	case services.AuthHeaderNone:
+		if cred != "" {
+			h.Set("Authorization", "Bearer "+cred)
+		}
+	}
+}

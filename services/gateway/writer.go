@@ -1,0 +1,207 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"switchyard/services"
+)
+
+// clientWriter owns the client side of one request: headers, commit state,
+// per-write deadlines, keepalives and the terminal frame. Only the request's
+// goroutine writes through it; the mutex guards against the keepalive path.
+type clientWriter struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	r   *http.Request
+	req *Request
+	set *Settings
+
+	mu         sync.Mutex
+	isCommit   bool // status line written
+	useful     bool // the first useful byte was written
+	isGone     bool // a write failed or the client left
+	lastWrite  time.Time
+	dispatched bool
+	startedAt  time.Time
+	firstByte  time.Time
+	status     int
+	streamEnd  string // completed, error, aborted
+}
+
+func newClientWriter(w http.ResponseWriter, r *http.Request, req *Request, set *Settings) *clientWriter {
+	h := w.Header()
+	h.Set("X-Switchyard-Request-Id", req.ID)
+	return &clientWriter{w: w, rc: http.NewResponseController(w), r: r, req: req, set: set, startedAt: time.Now(), lastWrite: time.Now()}
+}
+
+// setDispatch records the routing headers of the current dispatch; they are
+// sent only if the response is not committed yet.
+func (o *clientWriter) setDispatch(connID, provider, model string, fallbacks int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.dispatched = true
+	if o.isCommit {
+		return
+	}
+	h := o.w.Header()
+	h.Set("X-Switchyard-Selected-Connection-Id", connID)
+	h.Set("X-Switchyard-Provider", provider)
+	h.Set("X-Switchyard-Model", model)
+	h.Set("X-Switchyard-Fallback-Attempts", strconv.Itoa(fallbacks))
+}
+
+func (o *clientWriter) gone() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.isGone || o.r.Context().Err() != nil
+}
+
+func (o *clientWriter) committed() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.isCommit
+}
+
+func (o *clientWriter) committedUseful() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.useful
+}
+
+// write writes p with a fresh write deadline and flushes; false when the
+// client is gone.
+func (o *clientWriter) writeLocked(p []byte) bool {
+	if o.isGone {
+		return false
+	}
+	if o.set.WriteTimeout > 0 {
+		_ = o.rc.SetWriteDeadline(time.Now().Add(o.set.WriteTimeout))
+	}
+	if _, err := o.w.Write(p); err != nil {
+		o.isGone = true
+		return false
+	}
+	if err := o.rc.Flush(); err != nil {
+		o.isGone = true
+		return false
+	}
+	o.lastWrite = time.Now()
+	return true
+}
+
+func (o *clientWriter) commitStreamLocked() {
+	if o.isCommit {
+		return
+	}
+	h := o.w.Header()
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	o.w.WriteHeader(http.StatusOK)
+	o.isCommit = true
+	o.status = http.StatusOK
+}
+
+// keepalive writes an SSE comment if the client has heard nothing for the
+// idle interval. The first one commits 200 without the per-dispatch headers.
+func (o *clientWriter) keepalive(now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.isGone || o.set.KeepaliveIdle <= 0 || now.Sub(o.lastWrite) < o.set.KeepaliveIdle {
+		return
+	}
+	if !o.isCommit {
+		h := o.w.Header()
+		for _, k := range []string{"X-Switchyard-Selected-Connection-Id", "X-Switchyard-Provider", "X-Switchyard-Model", "X-Switchyard-Fallback-Attempts"} {
+			h.Del(k)
+		}
+		o.commitStreamLocked()
+	}
+	o.writeLocked([]byte(": keepalive\n\n"))
+}
+
+// commitUseful commits the stream at the first useful event and writes the
+// buffered prelude and that event.
+func (o *clientWriter) commitUseful(frames [][]byte) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.commitStreamLocked()
+	o.useful = true
+	o.firstByte = time.Now()
+	for _, f := range frames {
+		if !o.writeLocked(f) {
+			return false
+		}
+	}
+	return true
+}
+
+// frame relays one event after the commit.
+func (o *clientWriter) frame(f []byte) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.writeLocked(f)
+}
+
+// done writes the clean terminal frame.
+func (o *clientWriter) done() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.streamEnd = "completed"
+	return o.writeLocked([]byte("data: [DONE]\n\n"))
+}
+
+// streamError writes exactly one in-band error frame and no [DONE].
+func (o *clientWriter) streamError(e *services.GatewayError) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.streamEnd != "" {
+		return
+	}
+	o.streamEnd = "error"
+	msg := e.Message
+	if e.RetryAfter > 0 && !o.useful {
+		msg += " (retry after " + strconv.Itoa(e.RetryAfter) + " s)"
+	}
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": errType(e), "code": e.Code, "param": nil}})
+	o.writeLocked(append(append([]byte("data: "), b...), '\n', '\n'))
+}
+
+func errType(e *services.GatewayError) string {
+	switch {
+	case e.Status == 429:
+		return "rate_limit_error"
+	case e.Status >= 500:
+		return "server_error"
+	}
+	return "invalid_request_error"
+}
+
+// writeJSON writes a complete non-stream success.
+func (o *clientWriter) writeJSON(b []byte) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	h := o.w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	o.w.WriteHeader(http.StatusOK)
+	o.isCommit, o.useful, o.status = true, true, http.StatusOK
+	o.firstByte = time.Now()
+	return o.writeLocked(b)
+}
+
+// writeError writes an HTTP error response (nothing committed yet).
+func (o *clientWriter) writeError(e *services.GatewayError) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.isCommit || o.isGone {
+		return
+	}
+	o.w.Header().Set("X-Switchyard-Error-Code", e.Code)
+	o.isCommit, o.status = true, e.Status
+	services.WriteGatewayError(o.w, o.req.Endpoint, e, o.req.ID)
+}
