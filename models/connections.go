@@ -16,6 +16,7 @@ type customProviderRow struct {
 	ID         string `gorm:"primaryKey"`
 	WireFormat string
 	AuthClass  string
+	Models     string
 	CreatedAt  time.Time
 }
 
@@ -244,11 +245,29 @@ func (s *ConnectionStore) ListCustomProviders(ctx context.Context) ([]services.C
 	out := make([]services.CustomProvider, len(rows))
 	for i, r := range rows {
 		out[i] = services.CustomProvider{ID: r.ID, Format: services.WireFormat(r.WireFormat), AuthClass: services.AuthClass(r.AuthClass)}
+		_ = json.Unmarshal([]byte(r.Models), &out[i].Models)
 	}
 	return out, nil
 }
 
 func (s *ConnectionStore) CreateCustomProvider(ctx context.Context, p services.CustomProvider) error {
-	row := customProviderRow{ID: p.ID, WireFormat: string(p.Format), AuthClass: string(p.AuthClass)}
+	models, _ := json.Marshal(p.Models)
+	if p.Models == nil {
+		models = []byte("[]")
+	}
+	row := customProviderRow{ID: p.ID, WireFormat: string(p.Format), AuthClass: string(p.AuthClass), Models: string(models)}
 	return translate(s.db.WithContext(ctx).Create(&row).Error, "create custom provider "+p.ID)
+}
+
+// SetCustomProviderModels replaces the known model list of a custom provider.
+func (s *ConnectionStore) SetCustomProviderModels(ctx context.Context, id string, models []string) error {
+	b, _ := json.Marshal(models)
+	res := s.db.WithContext(ctx).Model(&customProviderRow{}).Where("id = ?", id).Update("models", string(b))
+	if res.Error != nil {
+		return translate(res.Error, "set models of "+id)
+	}
+	if res.RowsAffected == 0 {
+		return translate(gorm.ErrRecordNotFound, "set models of "+id)
+	}
+	return nil
 }

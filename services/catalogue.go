@@ -97,6 +97,7 @@ type CustomProvider struct {
 	ID        string
 	Format    WireFormat
 	AuthClass AuthClass
+	Models    []string // known model ids, listed in /v1/models
 }
 
 // AsProvider expands a custom node into a catalogue entry. Custom nodes have no
@@ -114,7 +115,8 @@ func (c CustomProvider) AsProvider() Provider {
 		name = "Custom Anthropic-compatible"
 	}
 	return Provider{ID: c.ID, Alias: c.ID, Name: name + " (" + c.ID + ")", Format: c.Format,
-		AuthHeader: header, AuthClass: c.AuthClass, PassthroughModels: true, ListsModels: c.Format == FormatOpenAI, Custom: true}
+		AuthHeader: header, AuthClass: c.AuthClass, PassthroughModels: true, ListsModels: c.Format == FormatOpenAI, Custom: true,
+		Models: append([]string(nil), c.Models...)}
 }
 
 var providerSlug = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{1,39}$`)

@@ -175,6 +175,7 @@ type ConnectionStore interface {
 	DeleteConnection(ctx context.Context, id string) error
 	ListCustomProviders(ctx context.Context) ([]CustomProvider, error)
 	CreateCustomProvider(ctx context.Context, p CustomProvider) error
+	SetCustomProviderModels(ctx context.Context, id string, models []string) error
 }
 
 // CustomSpec declares a new custom compatible provider on create.
@@ -602,4 +603,19 @@ func contains(list []string, v string) bool {
 		}
 	}
 	return false
+}
+
+// SetCustomModels records the known models of a custom provider and
+// refreshes the catalogue.
+func (s *Connections) SetCustomModels(ctx context.Context, provider string, models []string) error {
+	if err := s.store.SetCustomProviderModels(ctx, provider, models); err != nil {
+		return err
+	}
+	customs, err := s.store.ListCustomProviders(ctx)
+	if err != nil {
+		return err
+	}
+	s.setCat(NewCatalogue(customs))
+	s.changed()
+	return nil
 }
