@@ -40,7 +40,9 @@ func (s *Server) routes() *echo.Echo {
 	pub.POST("/setup", s.dashboard.Setup)
 	pub.GET("/login", s.dashboard.LoginForm)
 	pub.POST("/login", s.dashboard.Login)
-	pub.GET("/logout", func(c echo.Context) error { return echo.NewHTTPError(http.StatusMethodNotAllowed, "Sign out with the button (POST).") })
+	pub.GET("/logout", func(c echo.Context) error {
+		return echo.NewHTTPError(http.StatusMethodNotAllowed, "Sign out with the button (POST).")
+	})
 	dash := pub.Group("", setupGate(s.auth), requireAdmin(s.auth, s.cookies))
 	dash.POST("/logout", s.dashboard.Logout)
 	s.dashboardRoutes(dash)

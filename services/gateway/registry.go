@@ -20,7 +20,7 @@ type Snapshot struct {
 	Catalogue  *services.Catalogue
 	byProvider map[string][]*services.Connection
 	byID       map[string]*services.Connection
-	combos     []services.Combo          // list order
+	combos     []services.Combo           // list order
 	comboName  map[string]*services.Combo // exact name → combo
 	comboID    map[string]*services.Combo
 }
