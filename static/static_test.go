@@ -2,6 +2,8 @@ package static
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -46,6 +48,20 @@ func TestURLFormat(t *testing.T) {
 				t.Fatalf("URL(%q) not stable: %q then %q", name, u, again)
 			}
 		})
+	}
+}
+
+func TestURLHashIsContentHash(t *testing.T) {
+	for _, name := range allNames {
+		body, err := files.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(body)
+		want := Prefix + hex.EncodeToString(sum[:])[:12] + "/" + name
+		if got := URL(name); got != want {
+			t.Errorf("URL(%q) = %q, want %q", name, got, want)
+		}
 	}
 }
 
@@ -289,6 +305,23 @@ func TestIconSpriteSymbols(t *testing.T) {
 	} {
 		if !bytes.Contains(sprite, []byte(`<symbol id="`+id+`"`)) {
 			t.Errorf("icons.svg has no symbol %q", id)
+		}
+	}
+}
+
+// The strings templates and the browser test depend on (50-dashboard.md §2–§4, §9).
+func TestAppJSContract(t *testing.T) {
+	js, _ := files.ReadFile(AppJS)
+	for _, want := range []string{
+		`"toasts"`, `"show-toast"`, "data-poll", "data-remaining-ms", "data-copy-target",
+		"data-drawer", "data-drawer-close", "data-autofocus", "data-dismiss", "data-dismissible",
+		"htmx:beforeRequest", "htmx:responseError", "htmx:sendError", "htmx:afterSwap",
+		"htmx:afterSettle", "htmx:load", "visibilitychange", `"refresh"`, "is-stale", "stale-note",
+		"Couldn't refresh — retrying", "expired — eligible on next request",
+		"Press Ctrl+C to copy", `"Copied"`, "isSecureContext", "performance.now()",
+	} {
+		if !bytes.Contains(js, []byte(want)) {
+			t.Errorf("app.js does not mention %s", want)
 		}
 	}
 }
