@@ -201,3 +201,6 @@ func (s *Server) Combos() *services.Combos           { return s.combos }
 func (s *Server) Keys() *services.Keys               { return s.keys }
 func (s *Server) Auth() *services.Auth               { return s.auth }
 func (s *Server) Egress() *services.EgressGuard      { return s.egress }
+
+// Gateway returns the proxy engine (tests tune its settings).
+func (s *Server) Gateway() *gateway.Gateway { return s.gateway }
