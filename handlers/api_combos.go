@@ -1,0 +1,147 @@
+package handlers
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"switchyard/services"
+)
+
+// comboBody is a combo as POST and PUT receive it: the fields of
+// services.ComboInput plus the read-only fields of the combo JSON, so that
+// GET → edit → PUT round-trips. "id" is refused on POST and must match the
+// URL on PUT; createdAt and updatedAt are ignored. Keep the editable fields
+// in step with services.ComboInput.
+type comboBody struct {
+	ID          services.Opt[string] `json:"id"`
+	Name        string               `json:"name"`
+	Description string               `json:"description"`
+	Strategy    string               `json:"strategy"`
+	Enabled     *bool                `json:"enabled"`
+	Hidden      bool                 `json:"hidden"`
+	Targets     []services.Target    `json:"targets"`
+	Config      map[string]any       `json:"config"`
+	Order       *int                 `json:"order"`
+	CreatedAt   json.RawMessage      `json:"createdAt"`
+	UpdatedAt   json.RawMessage      `json:"updatedAt"`
+}
+
+func (b comboBody) input() services.ComboInput {
+	return services.ComboInput{Name: b.Name, Description: b.Description, Strategy: b.Strategy,
+		Enabled: b.Enabled, Hidden: b.Hidden, Targets: b.Targets, Config: b.Config, Order: b.Order}
+}
+
+// reorderJSON is the body and the answer of POST /api/combos/reorder.
+type reorderJSON struct {
+	IDs []string `json:"ids"`
+}
+
+// ListCombos answers GET /api/combos in list order.
+func (h *API) ListCombos(c echo.Context) error {
+	list, err := h.Combos.List(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	out := make([]comboJSON, len(list))
+	for i, cb := range list {
+		out[i] = presentCombo(cb)
+	}
+	return writeAPIJSON(c, http.StatusOK, apiItems(out))
+}
+
+// CreateCombo answers POST /api/combos with 201, the combo and its warnings.
+func (h *API) CreateCombo(c echo.Context) error {
+	var b comboBody
+	if err := decodeJSON(c, &b); err != nil {
+		return err
+	}
+	if b.ID.Set {
+		return services.Invalid("id", "The server assigns the id; leave it out.")
+	}
+	cb, warnings, err := h.Combos.Create(c.Request().Context(), b.input())
+	if err != nil {
+		return err
+	}
+	h.audit(c, "combo.create", "id", cb.ID, "name", cb.Name)
+	return writeAPICreated(c, "/api/combos/"+cb.ID, comboWarningsJSON{comboJSON: presentCombo(cb), Warnings: warnings})
+}
+
+// ShowCombo answers GET /api/combos/{id}.
+func (h *API) ShowCombo(c echo.Context) error {
+	cb, err := h.Combos.Get(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return writeAPIJSON(c, http.StatusOK, presentCombo(cb))
+}
+
+// ReplaceCombo answers PUT /api/combos/{id}: a full replacement that keeps
+// target ids.
+func (h *API) ReplaceCombo(c echo.Context) error {
+	var b comboBody
+	if err := decodeJSON(c, &b); err != nil {
+		return err
+	}
+	id := c.Param("id")
+	if b.ID.Set && (b.ID.Null || b.ID.V != id) {
+		return services.Invalid("id", "The id must match the URL; leave it out or send "+strconv.Quote(id)+".")
+	}
+	cb, warnings, err := h.Combos.Replace(c.Request().Context(), id, b.input())
+	if err != nil {
+		return err
+	}
+	h.audit(c, "combo.replace", "id", cb.ID, "name", cb.Name)
+	return writeAPIJSON(c, http.StatusOK, comboWarningsJSON{comboJSON: presentCombo(cb), Warnings: warnings})
+}
+
+// PatchCombo answers PATCH /api/combos/{id}: name, description, enabled, hidden.
+func (h *API) PatchCombo(c echo.Context) error {
+	var p services.ComboPatch
+	if err := decodeJSON(c, &p); err != nil {
+		return err
+	}
+	cb, err := h.Combos.Patch(c.Request().Context(), c.Param("id"), p)
+	if err != nil {
+		return err
+	}
+	h.audit(c, "combo.update", "id", cb.ID)
+	return writeAPIJSON(c, http.StatusOK, presentCombo(cb))
+}
+
+// DeleteCombo answers DELETE /api/combos/{id}[?force=true] with 204; a combo
+// other combos reference is a conflict unless forced.
+func (h *API) DeleteCombo(c echo.Context) error {
+	force := false
+	if v := c.QueryParam("force"); v != "" {
+		var err error
+		if force, err = strconv.ParseBool(v); err != nil {
+			return services.Invalid("force", "must be true or false")
+		}
+	}
+	id := c.Param("id")
+	if err := h.Combos.Delete(c.Request().Context(), id, force); err != nil {
+		return err
+	}
+	h.audit(c, "combo.delete", "id", id, "force", force)
+	return c.NoContent(http.StatusNoContent)
+}
+
+// ReorderCombos answers POST /api/combos/reorder; ids must be a permutation
+// of every combo id.
+func (h *API) ReorderCombos(c echo.Context) error {
+	var b reorderJSON
+	if err := decodeJSON(c, &b); err != nil {
+		return err
+	}
+	if b.IDs == nil {
+		b.IDs = []string{}
+	}
+	if err := h.Combos.Reorder(c.Request().Context(), b.IDs); err != nil {
+		return err
+	}
+	h.audit(c, "combo.reorder", "ids", b.IDs)
+	return writeAPIJSON(c, http.StatusOK, b)
+}
