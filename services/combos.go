@@ -184,7 +184,9 @@ func (s *Combos) Patch(ctx context.Context, id string, p ComboPatch) (Combo, err
 		return Combo{}, err
 	}
 	fe := fieldErrors{}
-	if p.Name.Set {
+	if p.Name.Set && p.Name.Null {
+		fe.add("name", "Enter a name.")
+	} else if p.Name.Set {
 		all, err := s.store.ListCombos(ctx)
 		if err != nil {
 			return Combo{}, err
@@ -196,16 +198,24 @@ func (s *Combos) Patch(ctx context.Context, id string, p ComboPatch) (Combo, err
 		}
 	}
 	if p.Description.Set {
-		if utf8.RuneCountInString(p.Description.V) > 500 {
+		if p.Description.Null {
+			fe.add("description", "must be a string")
+		} else if utf8.RuneCountInString(p.Description.V) > 500 {
 			fe.add("description", "Use at most 500 characters.")
 		} else {
 			c.Description = p.Description.V
 		}
 	}
 	if p.Enabled.Set {
+		if p.Enabled.Null {
+			fe.add("enabled", "must be true or false")
+		}
 		c.Enabled = p.Enabled.V
 	}
 	if p.Hidden.Set {
+		if p.Hidden.Null {
+			fe.add("hidden", "must be true or false")
+		}
 		c.Hidden = p.Hidden.V
 	}
 	if err := fe.Err(); err != nil {

@@ -550,6 +550,9 @@ func (s *Connections) apply(ctx context.Context, c *Connection, prov Provider, i
 		}
 	}
 	if in.DisableCooling.Set {
+		if in.DisableCooling.Null {
+			fe.add("disableCooling", "must be true or false")
+		}
 		c.DisableCooling = in.DisableCooling.V
 	}
 	if in.QuotaReservePercent.Set {

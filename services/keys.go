@@ -336,6 +336,9 @@ func (s *Keys) apply(ctx context.Context, k *APIKey, in KeyInput, fe fieldErrors
 		}
 	}
 	if in.Enabled.Set {
+		if in.Enabled.Null {
+			fe.add("enabled", "must be true or false")
+		}
 		k.Enabled = in.Enabled.V
 	}
 	if in.Scopes.Set {

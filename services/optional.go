@@ -25,7 +25,11 @@ func (o *Opt[T]) UnmarshalJSON(b []byte) error {
 		o.Null = true
 		return nil
 	}
-	return json.Unmarshal(b, &o.V)
+	// Strict inside too: a misspelt key in a nested object is an error, not
+	// a silent reset of that object.
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(&o.V)
 }
 
 // Ptr returns nil for absent or null, else a pointer to the value.

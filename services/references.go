@@ -65,10 +65,25 @@ func (s *Connections) checkDeletable(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	now := s.clock.Now()
+	conns, err := s.store.ListConnections(ctx)
+	if err != nil {
+		return err
+	}
+	exists := map[string]bool{}
+	for _, c := range conns {
+		exists[c.ID] = c.ID != id
+	}
 	for _, k := range keys {
-		if k.RevokedAt == nil && k.State(now) != KeyRevoked && k.HasScope(ScopeLeaseExclusive) &&
-			len(k.AllowedConnections) == 1 && k.AllowedConnections[0] == id {
+		if k.RevokedAt != nil || !k.HasScope(ScopeLeaseExclusive) || !contains(k.AllowedConnections, id) {
+			continue
+		}
+		left := 0
+		for _, other := range k.AllowedConnections {
+			if exists[other] {
+				left++
+			}
+		}
+		if left == 0 {
 			return &ConflictError{Msg: fmt.Sprintf("Key '%s' would lose its last allowed connection. Edit the key first.", k.Name)}
 		}
 	}

@@ -1,0 +1,234 @@
+// Package requestlog writes request log entries asynchronously in batches
+// (40-admin-api §8): the request path hands an entry to Add, which never blocks,
+// and one goroutine writes batches to a services.RequestLogSink every
+// FlushInterval or as soon as BatchSize entries are waiting. It imports only
+// services and the standard library.
+package requestlog
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"switchyard/services"
+)
+
+// Defaults of Options.
+const (
+	DefaultFlushInterval = time.Second
+	DefaultBatchSize     = 256
+	DefaultCapacity      = 10000
+)
+
+// Options tunes a Writer. Zero fields take the defaults.
+type Options struct {
+	// FlushInterval is the longest an accepted entry waits before its batch is written. Default 1 s.
+	FlushInterval time.Duration
+	// BatchSize is the most entries per sink call; a full batch is written at once. Default 256.
+	BatchSize int
+	// Capacity bounds the entries accepted but not yet written (queued, batched or being
+	// written). Add refuses entries beyond it. Default 10000.
+	Capacity int
+}
+
+func (o Options) withDefaults() Options {
+	if o.FlushInterval <= 0 {
+		o.FlushInterval = DefaultFlushInterval
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = DefaultBatchSize
+	}
+	if o.Capacity <= 0 {
+		o.Capacity = DefaultCapacity
+	}
+	return o
+}
+
+// Stats is a snapshot of a Writer's counters.
+type Stats struct {
+	// QueueDepth is the number of entries accepted and not yet handed back by the sink.
+	QueueDepth int64
+	// Dropped counts entries never handed to the sink: refused because the queue
+	// was full or the writer closed, or abandoned when Close's context ended.
+	// It feeds switchyard_request_log_dropped_total.
+	Dropped int64
+	// Batches counts batches the sink wrote successfully; Written counts their entries.
+	Batches int64
+	Written int64
+	// FailedBatches counts batches the sink refused (their entries are lost).
+	FailedBatches int64
+}
+
+// Writer batches request log entries to a sink. It is safe for concurrent use.
+type Writer struct {
+	sink services.RequestLogSink
+	log  *slog.Logger
+	opts Options
+
+	ch chan services.RequestLogEntry
+
+	// queued counts entries accepted and not yet written; Add reserves a slot
+	// here before sending, so the channel send never blocks.
+	queued        atomic.Int64
+	dropped       atomic.Int64
+	batches       atomic.Int64
+	written       atomic.Int64
+	failedBatches atomic.Int64
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	stop      chan struct{} // closed by Close: drain and exit
+	done      chan struct{} // closed by run when it has exited
+
+	// writeCtx is passed to the sink; abort cancels it when Close's context ends.
+	writeCtx context.Context
+	abort    context.CancelFunc
+}
+
+// New starts a Writer and its goroutine; Close stops it. log may be nil.
+func New(sink services.RequestLogSink, log *slog.Logger, opts Options) *Writer {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	opts = opts.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &Writer{
+		sink:     sink,
+		log:      log.With("component", "requestlog"),
+		opts:     opts,
+		ch:       make(chan services.RequestLogEntry, opts.Capacity),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+		writeCtx: ctx,
+		abort:    cancel,
+	}
+	go w.run()
+	return w
+}
+
+// Add queues e for writing and reports whether it was accepted. It never blocks:
+// when Capacity entries are already waiting, or after Close, e is dropped and
+// counted. Entries added while Close is running may be lost uncounted; close the
+// writer only after the request path has drained.
+func (w *Writer) Add(e services.RequestLogEntry) bool {
+	if w.closed.Load() {
+		w.dropped.Add(1)
+		return false
+	}
+	if w.queued.Add(1) > int64(w.opts.Capacity) {
+		w.queued.Add(-1)
+		w.dropped.Add(1)
+		return false
+	}
+	// Cannot block: at most Capacity entries are reserved and the channel holds Capacity.
+	w.ch <- e
+	return true
+}
+
+// Close writes what is queued, stops the goroutine and returns nil. If ctx ends
+// first, the write in progress is cancelled, what remains is counted as dropped
+// and ctx.Err() is returned. Calling Close again waits the same way.
+func (w *Writer) Close(ctx context.Context) error {
+	w.closeOnce.Do(func() {
+		w.closed.Store(true)
+		close(w.stop)
+	})
+	select {
+	case <-w.done:
+		return nil
+	case <-ctx.Done():
+		w.abort()
+		return fmt.Errorf("requestlog: close: %w", ctx.Err())
+	}
+}
+
+// Stats returns the current counters.
+func (w *Writer) Stats() Stats {
+	return Stats{
+		QueueDepth:    w.queued.Load(),
+		Dropped:       w.dropped.Load(),
+		Batches:       w.batches.Load(),
+		Written:       w.written.Load(),
+		FailedBatches: w.failedBatches.Load(),
+	}
+}
+
+func (w *Writer) run() {
+	defer close(w.done)
+	defer w.abort()
+	tick := time.NewTicker(w.opts.FlushInterval)
+	defer tick.Stop()
+	batch := make([]services.RequestLogEntry, 0, w.opts.BatchSize)
+	for {
+		select {
+		case e := <-w.ch:
+			batch = append(batch, e)
+			if len(batch) >= w.opts.BatchSize {
+				batch = w.flush(batch)
+			}
+		case <-tick.C:
+			batch = w.flush(batch)
+		case <-w.stop:
+			w.drain(batch)
+			return
+		}
+	}
+}
+
+// drain writes batch and everything still in the channel, in BatchSize batches.
+func (w *Writer) drain(batch []services.RequestLogEntry) {
+	before := w.dropped.Load()
+	defer func() {
+		if n := w.dropped.Load() - before; n > 0 && w.writeCtx.Err() != nil {
+			w.log.Warn("request log entries abandoned at close", "entries", n)
+		}
+	}()
+	for {
+		select {
+		case e := <-w.ch:
+			batch = append(batch, e)
+			if len(batch) >= w.opts.BatchSize {
+				batch = w.flush(batch)
+			}
+		default:
+			w.flush(batch)
+			return
+		}
+	}
+}
+
+// flush hands batch to the sink and returns it emptied for reuse. Once Close
+// has given up (writeCtx cancelled) it counts the entries as dropped instead.
+func (w *Writer) flush(batch []services.RequestLogEntry) []services.RequestLogEntry {
+	if len(batch) == 0 {
+		return batch
+	}
+	n := int64(len(batch))
+	if w.writeCtx.Err() != nil {
+		w.dropped.Add(n)
+	} else if err := w.write(batch); err != nil {
+		w.failedBatches.Add(1)
+		// Only the count and the error: entries may carry captured bodies.
+		w.log.Error("request log batch write failed", "entries", n, "err", err)
+	} else {
+		w.batches.Add(1)
+		w.written.Add(n)
+	}
+	w.queued.Add(-n)
+	clear(batch) // drop references so written entries can be collected
+	return batch[:0]
+}
+
+// write calls the sink, turning a panic into an error so one bad batch cannot
+// stop the writer.
+func (w *Writer) write(batch []services.RequestLogEntry) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("requestlog: sink panicked: %v", r)
+		}
+	}()
+	return w.sink.WriteRequestLogs(w.writeCtx, batch)
+}
