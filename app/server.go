@@ -163,6 +163,7 @@ func (s *Server) Close() error {
 	if s.demo != nil {
 		s.demo.Close()
 	}
+	s.keys.WaitTouches()
 	return models.Close(s.db)
 }
 

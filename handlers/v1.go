@@ -125,13 +125,29 @@ func (h *V1) readBody(c echo.Context) ([]byte, error) {
 }
 
 // ChatCompletions serves POST /v1/chat/completions (and /chat/completions).
+// Requests refused before routing are logged too.
 func (h *V1) ChatCompletions(c echo.Context) error {
 	received := h.Clock.Now()
 	c.Response().Header().Set("X-Switchyard-Request-Id", RequestID(c))
+	var key services.APIKey
+	model, stream := "", false
+	err := h.chat(c, received, &key, &model, &stream)
+	if err != nil {
+		var gerr *services.GatewayError
+		if errors.As(err, &gerr) {
+			c.Response().Header().Set("X-Switchyard-Error-Code", gerr.Code)
+			h.Gateway.LogRejected(RequestID(c), clientRequestID(c.Request()), key, "/v1/chat/completions", model, stream, received, gerr)
+		}
+	}
+	return err
+}
+
+func (h *V1) chat(c echo.Context, received time.Time, key *services.APIKey, model *string, stream *bool) error {
 	k, err := h.authenticate(c)
 	if err != nil {
 		return err
 	}
+	*key = k
 	release, err := h.admit(k)
 	if err != nil {
 		return err
@@ -142,16 +158,17 @@ func (h *V1) ChatCompletions(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	top, model, stream, gerr := gateway.ParseChat(body, h.Limits())
+	top, m, st, gerr := gateway.ParseChat(body, h.Limits())
 	if gerr != nil {
 		return gerr
 	}
-	route, gerr := gateway.Resolve(h.Gateway.Registry().Snapshot(), k, model)
+	*model, *stream = m, st
+	route, gerr := gateway.Resolve(h.Gateway.Registry().Snapshot(), k, m)
 	if gerr != nil {
 		return gerr
 	}
 	req := &gateway.Request{ID: RequestID(c), ClientRequestID: clientRequestID(c.Request()), Key: k, Endpoint: "/v1/chat/completions",
-		Body: top, Model: model, Stream: stream, Route: route, Received: received}
+		Body: top, Model: m, Stream: st, Route: route, Received: received}
 	h.Gateway.ServeChat(c.Response(), c.Request(), req)
 	return nil
 }

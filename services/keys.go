@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -146,6 +147,8 @@ type Keys struct {
 	clock    Clock
 	index    atomic.Pointer[map[string]APIKey]
 	onChange func()
+	touchMu  sync.Mutex
+	touches  sync.WaitGroup
 }
 
 // NewKeys builds the service and loads the index.
@@ -305,22 +308,37 @@ func (s *Keys) Delete(ctx context.Context, id string) error {
 }
 
 // Touch records use of a key at most once per minute (10-gateway-api §3.3).
+// The in-memory index is updated at once; the row is written in the
+// background so the request path never waits on the database.
 func (s *Keys) Touch(ctx context.Context, k APIKey) {
 	now := s.clock.Now().UTC()
 	if k.LastUsedAt != nil && now.Sub(*k.LastUsedAt) < time.Minute {
 		return
 	}
-	if err := s.store.TouchKey(ctx, k.ID, now); err == nil {
-		idx := *s.index.Load()
-		next := make(map[string]APIKey, len(idx))
-		for h, v := range idx {
-			next[h] = v
-		}
-		k.LastUsedAt = &now
-		next[k.KeyHash] = k
-		s.index.Store(&next)
+	s.touchMu.Lock()
+	idx := *s.index.Load()
+	cur, ok := idx[k.KeyHash]
+	if !ok || (cur.LastUsedAt != nil && now.Sub(*cur.LastUsedAt) < time.Minute) {
+		s.touchMu.Unlock()
+		return
 	}
+	next := make(map[string]APIKey, len(idx))
+	for h, v := range idx {
+		next[h] = v
+	}
+	cur.LastUsedAt = &now
+	next[k.KeyHash] = cur
+	s.index.Store(&next)
+	s.touchMu.Unlock()
+	s.touches.Add(1)
+	go func() {
+		defer s.touches.Done()
+		_ = s.store.TouchKey(context.WithoutCancel(ctx), k.ID, now)
+	}()
 }
+
+// WaitTouches waits for background last-used writes (shutdown, tests).
+func (s *Keys) WaitTouches() { s.touches.Wait() }
 
 func (s *Keys) apply(ctx context.Context, k *APIKey, in KeyInput, fe fieldErrors) {
 	if in.Name.Set {

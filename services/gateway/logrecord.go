@@ -147,3 +147,18 @@ func (r *LogRecord) finish(now time.Time, out *clientWriter) {
 		r.Status = out.status
 	}
 }
+
+// LogRejected records a request refused before routing (auth, limits, body,
+// validation, resolution), so every client request has a log row.
+func (g *Gateway) LogRejected(id, clientRequestID string, key services.APIKey, endpoint, model string, stream bool, received time.Time, e *services.GatewayError) {
+	if g.logs == nil {
+		return
+	}
+	r := &LogRecord{ID: id, CreatedAt: received, ClientRequestID: clientRequestID, KeyID: key.ID, KeyName: key.Name, KeyPrefix: key.Prefix,
+		Endpoint: endpoint, Stream: stream, RequestedModel: model, Status: e.Status, ErrorCode: e.Code, Outcome: "client_error",
+		LatencyMs: g.clock.Now().Sub(received).Milliseconds()}
+	if e.Status >= 500 {
+		r.Outcome = "upstream_error"
+	}
+	g.logs.Record(r)
+}
