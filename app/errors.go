@@ -184,6 +184,8 @@ func dashboardError(c echo.Context, dash *handlers.Dashboard, err error, status 
 	if htmx {
 		payload, _ := json.Marshal(map[string]any{"show-toast": map[string]string{"level": "error", "text": publicMessage(err, status, rid)}})
 		c.Response().Header().Set("HX-Trigger", string(payload))
+		// A 422 that reaches here had no form to re-render: never blank the target.
+		c.Response().Header().Set("HX-Reswap", "none")
 		_ = c.NoContent(status)
 		return
 	}

@@ -3,4 +3,44 @@ package app
 import "github.com/labstack/echo/v4"
 
 // dashboardRoutes registers the signed-in dashboard pages (50-dashboard §6).
-func (s *Server) dashboardRoutes(g *echo.Group) {}
+// The group already applies the setup gate, the admin session, cross-origin
+// protection and the security headers.
+func (s *Server) dashboardRoutes(g *echo.Group) {
+	d := s.dashboard
+	g.GET("/", d.OverviewPage)
+
+	// Connections (§6.4).
+	g.GET("/connections", d.ConnectionsPage)
+	g.GET("/connections/new", d.ConnectionNew)
+	g.GET("/connections/form-fields", d.ConnectionFormFields)
+	g.POST("/connections", d.ConnectionCreate)
+	g.GET("/connections/:id/edit", d.ConnectionEdit)
+	g.PUT("/connections/:id", d.ConnectionUpdate)
+	g.PUT("/connections/:id/enabled", d.ConnectionEnabled)
+	g.GET("/connections/:id/confirm-delete", d.ConnectionConfirmDelete)
+	g.DELETE("/connections/:id", d.ConnectionDelete)
+
+	// Combos (§6.5).
+	g.GET("/combos", d.CombosPage)
+	g.GET("/combos/new", d.ComboNew)
+	g.GET("/combos/:id/edit", d.ComboEdit)
+	g.POST("/combos/builder", d.ComboBuilder)
+	g.POST("/combos", d.ComboCreate)
+	g.PUT("/combos/:id", d.ComboUpdate)
+	g.PUT("/combos/:id/enabled", d.ComboEnabled)
+	g.POST("/combos/reorder", d.CombosReorder)
+	g.POST("/combos/:id/duplicate", d.ComboDuplicate)
+	g.GET("/combos/:id/confirm-delete", d.ComboConfirmDelete)
+	g.DELETE("/combos/:id", d.ComboDelete)
+
+	// API keys (§6.6).
+	g.GET("/keys", d.KeysPage)
+	g.GET("/keys/new", d.KeyNew)
+	g.POST("/keys", d.KeyCreate)
+	g.GET("/keys/:id/edit", d.KeyEdit)
+	g.PUT("/keys/:id", d.KeyUpdate)
+	g.GET("/keys/:id/confirm-revoke", d.KeyConfirmRevoke)
+	g.POST("/keys/:id/revoke", d.KeyRevoke)
+	g.GET("/keys/:id/confirm-delete", d.KeyConfirmDelete)
+	g.DELETE("/keys/:id", d.KeyDelete)
+}

@@ -4,14 +4,14 @@ package views
 
 // Regions, forms and test ids used by handlers, templates and tests.
 const (
-	ContentID        = "content"
-	ToastsID         = "toasts"
-	DrawerID         = "drawer"
-	IncidentBadgeID  = "incident-badge"
-	SetupFormID      = "setup-form"
-	LoginFormID      = "login-form"
-	LogoutButtonID   = "logout"
-	ErrorSummaryID   = "error-summary"
+	ContentID         = "content"
+	ToastsID          = "toasts"
+	DrawerID          = "drawer"
+	IncidentBadgeID   = "incident-badge"
+	SetupFormID       = "setup-form"
+	LoginFormID       = "login-form"
+	LogoutButtonID    = "logout"
+	ErrorSummaryID    = "error-summary"
 	ConnectionsListID = "connections-list"
 	ConnectionFormID  = "connection-form"
 	CombosListID      = "combos-list"
