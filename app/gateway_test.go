@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ func newGW(t *testing.T, keys ...string) *gwFixture {
 	a := testkit.NewApp(t, testkit.WithEnv("SWITCHYARD_PRIVATE_UPSTREAMS", fu.Addr()))
 	f := &gwFixture{app: a, fu: fu, conns: map[string]services.Connection{}}
 	for i, k := range keys {
-		in := services.ConnectionInput{Provider: services.Some("fake"), Name: services.Some(k), APIKey: services.Some(k),
+		in := services.ConnectionInput{Provider: services.Some("fake"), Name: services.Some("conn-" + strconv.Itoa(i)), APIKey: services.Some(k),
 			BaseURL: services.Some(fu.URL() + "/v1"), Priority: services.Some(i)}
 		if i == 0 {
 			in.Custom = services.Some(services.CustomSpec{WireFormat: "openai", AuthClass: "apikey"})

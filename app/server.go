@@ -21,6 +21,7 @@ import (
 	"switchyard/models"
 	"switchyard/services"
 	"switchyard/services/gateway"
+	"switchyard/services/requestlog"
 )
 
 // Options carry what differs between production and tests.
@@ -52,6 +53,8 @@ type Server struct {
 	dashboard *handlers.Dashboard
 	gateway   *gateway.Gateway
 	logSink   gateway.LogSink
+	logStore  *models.RequestLogStore
+	logWriter *requestlog.Writer
 	v1        *handlers.V1
 	echo      *echo.Echo
 	startedAt time.Time
@@ -124,6 +127,9 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 	if err := s.auth.BootstrapPassword(ctx, s.cfg.AdminPassword); err != nil {
 		return err
 	}
+	s.logStore = models.NewRequestLogStore(s.db)
+	s.logWriter = requestlog.New(s.logStore, s.log.With("component", "request-log"), requestlog.Options{})
+	s.logSink = logSink{s.logWriter}
 	if err := s.wireGateway(ctx, opts.Seed); err != nil {
 		return err
 	}
@@ -164,6 +170,13 @@ func (s *Server) Close() error {
 		s.demo.Close()
 	}
 	s.keys.WaitTouches()
+	if s.logWriter != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := s.logWriter.Close(ctx); err != nil {
+			s.log.Warn("request log: entries lost at shutdown", "err", err)
+		}
+		cancel()
+	}
 	return models.Close(s.db)
 }
 
@@ -205,3 +218,9 @@ func (s *Server) Egress() *services.EgressGuard      { return s.egress }
 
 // Gateway returns the proxy engine (tests tune its settings).
 func (s *Server) Gateway() *gateway.Gateway { return s.gateway }
+
+// RequestLogs returns the request-log store (tests and the logs pages).
+func (s *Server) RequestLogs() *models.RequestLogStore { return s.logStore }
+
+// RequestLogStats reports the batch writer's counters.
+func (s *Server) RequestLogStats() requestlog.Stats { return s.logWriter.Stats() }

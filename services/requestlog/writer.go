@@ -86,6 +86,8 @@ type Writer struct {
 	// writeCtx is passed to the sink; abort cancels it when Close's context ends.
 	writeCtx context.Context
 	abort    context.CancelFunc
+	// abandoned counts entries dropped after abort; only run touches it.
+	abandoned int64
 }
 
 // New starts a Writer and its goroutine; Close stops it. log may be nil.
@@ -140,6 +142,11 @@ func (w *Writer) Close(ctx context.Context) error {
 	case <-w.done:
 		return nil
 	case <-ctx.Done():
+		select {
+		case <-w.done: // finished just in time
+			return nil
+		default:
+		}
 		w.abort()
 		return fmt.Errorf("requestlog: close: %w", ctx.Err())
 	}
@@ -180,10 +187,9 @@ func (w *Writer) run() {
 
 // drain writes batch and everything still in the channel, in BatchSize batches.
 func (w *Writer) drain(batch []services.RequestLogEntry) {
-	before := w.dropped.Load()
 	defer func() {
-		if n := w.dropped.Load() - before; n > 0 && w.writeCtx.Err() != nil {
-			w.log.Warn("request log entries abandoned at close", "entries", n)
+		if w.abandoned > 0 {
+			w.log.Warn("request log entries abandoned at close", "entries", w.abandoned)
 		}
 	}()
 	for {
@@ -208,6 +214,7 @@ func (w *Writer) flush(batch []services.RequestLogEntry) []services.RequestLogEn
 	}
 	n := int64(len(batch))
 	if w.writeCtx.Err() != nil {
+		w.abandoned += n
 		w.dropped.Add(n)
 	} else if err := w.write(batch); err != nil {
 		w.failedBatches.Add(1)

@@ -254,7 +254,8 @@ func TestWriterCloseFlushesAndStops(t *testing.T) {
 func TestWriterCloseGivesUpWhenContextEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sink := &memSink{gate: make(chan struct{})} // never opened
-		w := requestlog.New(sink, nil, requestlog.Options{BatchSize: 4})
+		logs := &syncBuffer{}
+		w := requestlog.New(sink, slog.New(slog.NewTextHandler(logs, nil)), requestlog.Options{BatchSize: 4})
 
 		addN(t, w, 0, 10) // two batches taken, the first stuck in the sink
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -267,6 +268,9 @@ func TestWriterCloseGivesUpWhenContextEnds(t *testing.T) {
 		st := w.Stats()
 		if st.FailedBatches != 1 || st.Dropped != 6 || st.QueueDepth != 0 || st.Written != 0 {
 			t.Fatalf("stats = %+v, want 1 failed batch (4) and 6 dropped", st)
+		}
+		if out := logs.String(); !strings.Contains(out, "abandoned at close") || !strings.Contains(out, "entries=6") {
+			t.Fatalf("log lacks the abandoned entries: %q", out)
 		}
 		if err := w.Close(context.Background()); err != nil {
 			t.Fatalf("second Close: %v", err)

@@ -1,0 +1,41 @@
+package app
+
+import (
+	"switchyard/services"
+	"switchyard/services/gateway"
+	"switchyard/services/requestlog"
+)
+
+// logSink turns the gateway's per-request record into a request-log entry
+// and hands it to the batch writer, which never blocks the proxy path.
+type logSink struct{ w *requestlog.Writer }
+
+var _ gateway.LogSink = logSink{}
+
+func (l logSink) Record(r *gateway.LogRecord) {
+	e := services.RequestLogEntry{
+		ID: r.ID, CreatedAt: r.CreatedAt, ClientRequestID: r.ClientRequestID, APIKeyID: r.KeyID, APIKeyName: r.KeyName,
+		APIKeyPrefix: r.KeyPrefix, Method: "POST", Endpoint: r.Endpoint, InboundFormat: "openai-chat", Stream: r.Stream,
+		StreamOutcome: r.StreamOutcome, RequestedModel: r.RequestedModel, ResolvedKind: r.ResolvedKind, ComboName: r.ComboName,
+		ComboPath: r.ComboName, Strategy: r.Strategy, Provider: r.Provider, Model: r.Model, ConnectionID: r.ConnectionID,
+		Status: r.Status, Outcome: r.Outcome, ErrorCode: r.ErrorCode, Attempts: r.Attempts,
+		PromptTokens: r.PromptTokens, CachedTokens: r.CachedTokens, CompletionTokens: r.CompletionTok, ReasoningTokens: r.ReasoningTokens,
+		LatencyMs: r.LatencyMs, TtftMs: r.TtftMs, UpstreamLatencyMs: r.UpstreamMs, Warnings: []string{},
+	}
+	if r.Provider != "" {
+		e.UpstreamFormat = "openai-chat"
+	}
+	if e.Outcome == "" {
+		e.Outcome = "client_error"
+		if e.Status >= 500 {
+			e.Outcome = "upstream_error"
+		}
+	}
+	e.AttemptLog = make([]services.AttemptRecord, len(r.AttemptLog))
+	for i, a := range r.AttemptLog {
+		e.AttemptLog[i] = services.AttemptRecord{Seq: a.Seq, TargetID: a.TargetID, Provider: a.Provider, Model: a.Model,
+			ConnectionID: a.ConnectionID, Outcome: a.Outcome, Detail: a.Detail, UpstreamStatus: a.UpstreamStatus,
+			ErrorCode: a.ErrorCode, RetryHintSource: a.HintSource, LatencyMs: a.LatencyMs}
+	}
+	l.w.Add(e)
+}

@@ -1,0 +1,446 @@
+package models_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"testing"
+	"time"
+
+	"switchyard/internal/testkit"
+	"switchyard/models"
+	"switchyard/services"
+	"switchyard/services/requestlog"
+)
+
+var logT0 = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+
+func newLogStore(t *testing.T) *models.RequestLogStore {
+	t.Helper()
+	return models.NewRequestLogStore(testkit.OpenDB(t))
+}
+
+func writeLogs(t *testing.T, s *models.RequestLogStore, entries ...services.RequestLogEntry) {
+	t.Helper()
+	if err := s.WriteRequestLogs(context.Background(), entries); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+}
+
+func fullEntry() services.RequestLogEntry {
+	ttft := int64(830)
+	return services.RequestLogEntry{
+		ID: "req_01JNQ7H2Q8ZK4M6T9V3XWYB5CD", CreatedAt: logT0.Add(48*time.Second + 120*time.Millisecond),
+		ClientRequestID: "client-7", APIKeyID: "k_8", APIKeyName: "agent-a", APIKeyPrefix: "sk-sy-Ab12Cd",
+		Method: "POST", Endpoint: "/v1/chat/completions", InboundFormat: "openai", Stream: true, StreamOutcome: "completed",
+		RequestedModel: "fast", ResolvedKind: "combo", ComboName: "fast", ComboPath: "fast>glm-pool", Strategy: "priority",
+		Provider: "glm", Model: "glm-4.6", ConnectionID: "c_2", UpstreamFormat: "openai", Status: 200,
+		Outcome: services.RequestOutcomeFailover, ErrorCode: "", Attempts: 2,
+		AttemptLog: []services.AttemptRecord{
+			{Seq: 0, TargetID: "t1", Provider: "openai", Model: "gpt-4o-mini", ConnectionID: "c_7", Outcome: "rate_limit",
+				Detail: "tpm", UpstreamStatus: 429, ErrorCode: "rate_limited", RetryHintSource: "retry-after", LatencyMs: 410},
+			{Seq: 1, TargetID: "t3", Provider: "glm", Model: "glm-4.6", ConnectionID: "c_2", Outcome: "success", UpstreamStatus: 200, LatencyMs: 4815},
+		},
+		PromptTokens: 1200, CachedTokens: 300, CacheWriteTokens: 20, CompletionTokens: 310, ReasoningTokens: 40,
+		LatencyMs: 5230, TtftMs: &ttft, UpstreamLatencyMs: 4815, Warnings: []string{"param_dropped:logprobs"},
+		AffinityHit: true, LeaseManaged: true, EmergencyFallback: true, BodiesCaptured: true,
+		Bodies: &services.CapturedBodies{
+			Request:  &services.CapturedBody{Text: `{"model":"fast"}`},
+			Response: &services.CapturedBody{Text: "hello", Truncated: true},
+		},
+	}
+}
+
+func TestRequestLogRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	db := testkit.OpenDB(t)
+	s := models.NewRequestLogStore(db)
+
+	full := fullEntry()
+	minimal := services.RequestLogEntry{ID: "req_min", CreatedAt: logT0, Endpoint: "/v1/embeddings", Outcome: services.RequestOutcomeSuccess}
+	writeLogs(t, s, full, minimal)
+
+	got, err := s.FindRequestLog(ctx, full.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, full) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, full)
+	}
+
+	got, err = s.FindRequestLog(ctx, minimal.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := minimal
+	want.Method = "POST"
+	want.AttemptLog = []services.AttemptRecord{}
+	want.Warnings = []string{}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("minimal round trip:\n got %+v\nwant %+v", got, want)
+	}
+
+	// The stored form: epoch ms, camelCase JSON, empty arrays rather than null.
+	var raw struct {
+		CreatedAt  int64
+		AttemptLog string
+		Warnings   string
+		TtftMs     *int64
+		Bodies     *string
+	}
+	db.Raw("SELECT created_at, attempt_log, warnings, ttft_ms, bodies FROM request_logs WHERE id = ?", minimal.ID).Scan(&raw)
+	if raw.CreatedAt != logT0.UnixMilli() || raw.AttemptLog != "[]" || raw.Warnings != "[]" || raw.TtftMs != nil || raw.Bodies != nil {
+		t.Fatalf("stored minimal row = %+v", raw)
+	}
+	db.Raw("SELECT attempt_log FROM request_logs WHERE id = ?", full.ID).Scan(&raw.AttemptLog)
+	const first = `{"seq":0,"targetId":"t1","provider":"openai","model":"gpt-4o-mini","connectionId":"c_7","outcome":"rate_limit",` +
+		`"detail":"tpm","upstreamStatus":429,"errorCode":"rate_limited","retryHintSource":"retry-after","latencyMs":410}`
+	if raw.AttemptLog[:len(first)+1] != "["+first {
+		t.Fatalf("stored attempt_log = %s", raw.AttemptLog)
+	}
+
+	// Lists leave the bodies out.
+	page, err := s.ListRequestLogs(ctx, services.RequestLogQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Items) != 2 || page.Items[0].ID != full.ID || page.NextCursor != "" {
+		t.Fatalf("list = %+v", page)
+	}
+	listed := page.Items[0]
+	if listed.Bodies != nil || !listed.BodiesCaptured {
+		t.Fatalf("listed bodies = %+v, captured %v", listed.Bodies, listed.BodiesCaptured)
+	}
+	listed.Bodies = full.Bodies
+	if !reflect.DeepEqual(listed, full) {
+		t.Fatalf("listed:\n got %+v\nwant %+v", listed, full)
+	}
+
+	if _, err := s.FindRequestLog(ctx, "req_missing"); !errors.Is(err, services.ErrNotFound) {
+		t.Fatalf("find missing = %v, want ErrNotFound", err)
+	}
+}
+
+func TestRequestLogWriteSkipsStoredIDs(t *testing.T) {
+	ctx := context.Background()
+	s := newLogStore(t)
+	writeLogs(t, s, services.RequestLogEntry{ID: "r0042", CreatedAt: logT0, Endpoint: "/v1/responses", Status: 201})
+
+	// 250 entries (three INSERT chunks) in one batch, one of them already stored.
+	batch := make([]services.RequestLogEntry, 250)
+	for i := range batch {
+		batch[i] = services.RequestLogEntry{ID: fmt.Sprintf("r%04d", i), CreatedAt: logT0, Endpoint: "/v1/chat/completions", Status: 200}
+	}
+	writeLogs(t, s, batch...)
+	writeLogs(t, s) // an empty batch is a no-op
+
+	ids := listAll(t, s, services.RequestLogQuery{Limit: 500})
+	if len(ids) != 250 {
+		t.Fatalf("stored %d entries, want 250", len(ids))
+	}
+	kept, err := s.FindRequestLog(ctx, "r0042")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kept.Status != 201 {
+		t.Fatalf("stored entry overwritten: status %d", kept.Status)
+	}
+}
+
+func TestRequestLogCancelledWriteStoresNothing(t *testing.T) {
+	s := newLogStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := s.WriteRequestLogs(ctx, []services.RequestLogEntry{{ID: "r1", CreatedAt: logT0, Endpoint: "/v1/chat/completions"}})
+	if err == nil {
+		t.Fatal("write with a cancelled context succeeded")
+	}
+	if ids := listAll(t, s, services.RequestLogQuery{}); len(ids) != 0 {
+		t.Fatalf("stored %v after a failed batch", ids)
+	}
+}
+
+// listAll walks every page of q and returns the ids in order, failing on a
+// page that is longer than the limit or empty before the end.
+func listAll(t *testing.T, s *models.RequestLogStore, q services.RequestLogQuery) []string {
+	t.Helper()
+	var ids []string
+	for pages := 0; ; pages++ {
+		if pages > 1000 {
+			t.Fatal("pagination does not end")
+		}
+		page, err := s.ListRequestLogs(context.Background(), q)
+		if err != nil {
+			t.Fatalf("list %+v: %v", q, err)
+		}
+		limit := q.Limit
+		if limit == 0 {
+			limit = services.DefaultRequestLogLimit
+		}
+		if len(page.Items) > limit {
+			t.Fatalf("page of %d items, limit %d", len(page.Items), limit)
+		}
+		for _, e := range page.Items {
+			ids = append(ids, e.ID)
+		}
+		if page.NextCursor == "" {
+			return ids
+		}
+		if len(page.Items) == 0 {
+			t.Fatal("empty page with a next cursor")
+		}
+		q.Cursor = page.NextCursor
+	}
+}
+
+func TestRequestLogFilters(t *testing.T) {
+	s := newLogStore(t)
+	yes, no := true, false
+	at := func(min int) time.Time { return logT0.Add(time.Duration(min) * time.Minute) }
+	writeLogs(t, s,
+		services.RequestLogEntry{ID: "a", CreatedAt: at(0), Endpoint: "/v1/chat/completions", Outcome: "success",
+			RequestedModel: "fast", ResolvedKind: "combo", ComboName: "fast", Provider: "glm", ConnectionID: "c_2", APIKeyID: "k_1", Stream: true},
+		services.RequestLogEntry{ID: "b", CreatedAt: at(10), Endpoint: "/v1/chat/completions", Outcome: "failover",
+			RequestedModel: "openai/gpt-4o", ResolvedKind: "direct", Provider: "openai", ConnectionID: "c_7", APIKeyID: "k_1"},
+		services.RequestLogEntry{ID: "c", CreatedAt: at(20), Endpoint: "/v1/messages", Outcome: "upstream_error",
+			RequestedModel: "smart", ResolvedKind: "combo", ComboName: "fast", Provider: "anthropic", ConnectionID: "c_9", APIKeyID: "k_2", Stream: true,
+			ClientRequestID: "my-req-1"},
+		services.RequestLogEntry{ID: "d", CreatedAt: at(30), Endpoint: "/v1/chat/completions", Outcome: "aborted",
+			RequestedModel: "fast", ResolvedKind: "combo", ComboName: "fast", Provider: "glm", ConnectionID: "c_3", APIKeyID: "k_2", Status: 499},
+	)
+	cases := []struct {
+		name string
+		q    services.RequestLogQuery
+		want string
+	}{
+		{"none", services.RequestLogQuery{}, "d,c,b,a"},
+		{"since inclusive", services.RequestLogQuery{Since: at(10)}, "d,c,b"},
+		{"until exclusive", services.RequestLogQuery{Until: at(20)}, "b,a"},
+		{"window", services.RequestLogQuery{Since: at(5), Until: at(25)}, "c,b"},
+		{"outcome", services.RequestLogQuery{Outcome: "failover"}, "b"},
+		{"model as sent", services.RequestLogQuery{Model: "openai/gpt-4o"}, "b"},
+		{"model matches combo", services.RequestLogQuery{Model: "fast"}, "d,c,a"},
+		{"provider", services.RequestLogQuery{Provider: "glm"}, "d,a"},
+		{"connection", services.RequestLogQuery{ConnectionID: "c_7"}, "b"},
+		{"key", services.RequestLogQuery{KeyID: "k_2"}, "d,c"},
+		{"stream", services.RequestLogQuery{Stream: &yes}, "c,a"},
+		{"not stream", services.RequestLogQuery{Stream: &no}, "d,b"},
+		{"request id", services.RequestLogQuery{RequestID: "b"}, "b"},
+		{"client request id", services.RequestLogQuery{RequestID: "my-req-1"}, "c"},
+		{"combined", services.RequestLogQuery{Model: "fast", KeyID: "k_2", Stream: &yes}, "c"},
+		{"no match", services.RequestLogQuery{Provider: "mistral"}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := fmt.Sprint(listAll(t, s, tc.q))
+			want := "[" + tc.want + "]"
+			if tc.want != "" {
+				want = fmt.Sprint(splitComma(tc.want))
+			}
+			if got != want {
+				t.Fatalf("ids = %s, want %s", got, want)
+			}
+		})
+	}
+}
+
+func splitComma(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i == len(s) || s[i] == ',' {
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	return out
+}
+
+func TestRequestLogQueryValidation(t *testing.T) {
+	s := newLogStore(t)
+	cases := []struct {
+		name  string
+		q     services.RequestLogQuery
+		field string
+	}{
+		{"limit too big", services.RequestLogQuery{Limit: 501}, "limit"},
+		{"limit negative", services.RequestLogQuery{Limit: -1}, "limit"},
+		{"since not before until", services.RequestLogQuery{Since: logT0, Until: logT0}, "since"},
+		{"unknown outcome", services.RequestLogQuery{Outcome: "ok"}, "outcome"},
+		{"garbage cursor", services.RequestLogQuery{Cursor: "not a cursor"}, "cursor"},
+		{"cursor without id", services.RequestLogQuery{Cursor: "eyJ0IjoxfQ"}, "cursor"}, // {"t":1}
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := s.ListRequestLogs(context.Background(), tc.q)
+			var verr *services.ValidationError
+			if !errors.As(err, &verr) || verr.Fields[tc.field] == "" {
+				t.Fatalf("err = %v, want a validation error on %q", err, tc.field)
+			}
+		})
+	}
+}
+
+func TestRequestLogPagination(t *testing.T) {
+	cases := []struct {
+		name      string
+		n, limit  int
+		wantPages int
+	}{
+		{"default limit", 137, 0, 3},
+		{"uneven", 137, 10, 14},
+		{"exact multiple", 120, 10, 12}, // no trailing empty page
+		{"one page", 7, 10, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newLogStore(t)
+			// Five entries share each millisecond, so the id tie-break matters.
+			entries := make([]services.RequestLogEntry, tc.n)
+			for i := range entries {
+				entries[i] = services.RequestLogEntry{ID: fmt.Sprintf("r%03d", (i*37)%tc.n), CreatedAt: logT0.Add(time.Duration(i/5) * time.Millisecond),
+					Endpoint: "/v1/chat/completions"}
+			}
+			writeLogs(t, s, entries...)
+
+			// The expected order: newest first, then id descending.
+			sort.Slice(entries, func(i, j int) bool {
+				if !entries[i].CreatedAt.Equal(entries[j].CreatedAt) {
+					return entries[i].CreatedAt.After(entries[j].CreatedAt)
+				}
+				return entries[i].ID > entries[j].ID
+			})
+			var want []string
+			for _, e := range entries {
+				want = append(want, e.ID)
+			}
+
+			q := services.RequestLogQuery{Limit: tc.limit}
+			var got []string
+			pages := 0
+			for {
+				page, err := s.ListRequestLogs(context.Background(), q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pages++
+				for _, e := range page.Items {
+					got = append(got, e.ID)
+				}
+				if page.NextCursor == "" {
+					break
+				}
+				q.Cursor = page.NextCursor
+			}
+			if pages != tc.wantPages {
+				t.Errorf("%d pages, want %d", pages, tc.wantPages)
+			}
+			seen := map[string]bool{}
+			for _, id := range got {
+				if seen[id] {
+					t.Fatalf("duplicate %s", id)
+				}
+				seen[id] = true
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("walked %d ids, want %d in order\n got %v\nwant %v", len(got), len(want), got, want)
+			}
+		})
+	}
+
+	// Entries written between pages appear on no later page and shift nothing.
+	t.Run("stable under inserts", func(t *testing.T) {
+		s := newLogStore(t)
+		for i := range 30 {
+			writeLogs(t, s, services.RequestLogEntry{ID: fmt.Sprintf("r%02d", i), CreatedAt: logT0.Add(time.Duration(i) * time.Second), Endpoint: "/v1/chat/completions"})
+		}
+		page, err := s.ListRequestLogs(context.Background(), services.RequestLogQuery{Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeLogs(t, s, services.RequestLogEntry{ID: "r99", CreatedAt: logT0.Add(time.Hour), Endpoint: "/v1/chat/completions"})
+		rest := listAll(t, s, services.RequestLogQuery{Limit: 10, Cursor: page.NextCursor})
+		if len(rest) != 20 || rest[0] != "r19" || rest[19] != "r00" {
+			t.Fatalf("rest = %v", rest)
+		}
+	})
+}
+
+func TestPurgeRequestLogs(t *testing.T) {
+	ctx := context.Background()
+	db := testkit.OpenDB(t)
+	s := models.NewRequestLogStore(db)
+	cut := logT0.Add(7 * 24 * time.Hour)
+
+	// More old rows than one purge chunk (inserted in SQL: the test is about the
+	// purge), plus rows on and after the boundary.
+	const old = 12345
+	err := db.Exec(`WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?)
+		INSERT INTO request_logs (id, created_at, endpoint) SELECT printf('old%05d', i), ? + i * 1000, '/v1/chat/completions' FROM n`,
+		old, logT0.UnixMilli()).Error
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeLogs(t, s,
+		services.RequestLogEntry{ID: "boundary", CreatedAt: cut, Endpoint: "/v1/chat/completions"},
+		services.RequestLogEntry{ID: "new", CreatedAt: cut.Add(time.Millisecond), Endpoint: "/v1/chat/completions"},
+	)
+
+	n, err := s.PurgeRequestLogs(ctx, cut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != old {
+		t.Fatalf("purged %d, want %d", n, old)
+	}
+	if got := fmt.Sprint(listAll(t, s, services.RequestLogQuery{})); got != "[new boundary]" {
+		t.Fatalf("left %s, want [new boundary]", got)
+	}
+	if n, err := s.PurgeRequestLogs(ctx, cut); err != nil || n != 0 {
+		t.Fatalf("second purge = %d, %v; want 0, nil", n, err)
+	}
+}
+
+// The batch writer and the store together, on a real database.
+func TestRequestLogWriterToStore(t *testing.T) {
+	s := newLogStore(t)
+	w := requestlog.New(s, nil, requestlog.Options{})
+	for i := range 600 {
+		e := fullEntry()
+		e.ID = fmt.Sprintf("r%04d", i)
+		e.CreatedAt = logT0.Add(time.Duration(i) * time.Millisecond)
+		if !w.Add(e) {
+			t.Fatalf("Add(%d) refused", i)
+		}
+	}
+	if err := w.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := w.Stats(); st.Written != 600 || st.FailedBatches != 0 || st.Dropped != 0 || st.QueueDepth != 0 {
+		t.Fatalf("stats = %+v", st)
+	}
+	ids := listAll(t, s, services.RequestLogQuery{Limit: 500})
+	if len(ids) != 600 || ids[0] != "r0599" || ids[599] != "r0000" {
+		t.Fatalf("stored %d ids, first %v", len(ids), ids[:min(3, len(ids))])
+	}
+}
+
+// BenchmarkWriteRequestLogs writes one full writer batch (256 entries) per op.
+func BenchmarkWriteRequestLogs(b *testing.B) {
+	s := models.NewRequestLogStore(testkit.OpenDB(b))
+	e := fullEntry()
+	batch := make([]services.RequestLogEntry, 256)
+	n := 0
+	for b.Loop() {
+		for i := range batch {
+			batch[i] = e
+			batch[i].ID = fmt.Sprintf("r%08d", n)
+			n++
+		}
+		if err := s.WriteRequestLogs(context.Background(), batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
