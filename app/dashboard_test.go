@@ -337,7 +337,7 @@ func TestDashboardPagesRenderSeeded(t *testing.T) {
 
 	full, frag := d.page("/connections", views.RowID(views.RowConn, s.conn.ID), views.RowID(views.RowConnGroup, "openai"))
 	row := full.Find(dashTID(views.RowID(views.RowConn, s.conn.ID)))
-	if got := strings.TrimSpace(row.Find("th").First().Text()); got != "main" {
+	if got := strings.TrimSpace(row.Find("th .strong").First().Text()); got != "main" {
 		t.Errorf("row name %q", got)
 	}
 	if got := strings.TrimSpace(row.Find(dashTID(views.RowID(views.RowConnStatus, s.conn.ID))).Text()); got != "healthy" {
@@ -346,7 +346,7 @@ func TestDashboardPagesRenderSeeded(t *testing.T) {
 	if got := row.Find(`td[data-label="Concurrency"]`).Text(); !strings.Contains(got, "∞") {
 		t.Errorf("concurrency %q, want ∞", got)
 	}
-	if got := row.Find(`td[data-label="Egress"]`).Text(); !strings.Contains(got, "http://user:****@proxy.example.com:8080") {
+	if got := row.Find(`td[data-label="Protection / egress"]`).Text(); !strings.Contains(got, "http://user:****@proxy.example.com:8080") {
 		t.Errorf("egress %q", got)
 	}
 	dashFind(t, frag, dashTID(views.RowID(views.RowConnEdit, s.conn.ID)))

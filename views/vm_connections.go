@@ -190,7 +190,7 @@ func inputAttrs(in InputVM, errs FieldErrors, focus string) templ.Attributes {
 // Connections page.
 
 // connColumns is the number of columns of the connections table.
-const connColumns = 10
+const connColumns = 8
 
 // ConnectionsPageVM is the whole Connections page.
 type ConnectionsPageVM struct {
