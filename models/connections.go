@@ -208,7 +208,9 @@ func (s *ConnectionStore) UpdateConnection(ctx context.Context, c services.Conne
 	if err != nil {
 		return err
 	}
-	res := s.db.WithContext(ctx).Model(&connectionRow{}).Where("id = ?", c.ID).Select("*").Omit("created_at").Updates(&row)
+	// The live resilience state is owned by the cooldown state machine
+	// (ConnectionStateStore); a configuration edit never overwrites it.
+	res := s.db.WithContext(ctx).Model(&connectionRow{}).Where("id = ?", c.ID).Select("*").Omit(append([]string{"created_at"}, liveStateColumns...)...).Updates(&row)
 	if res.Error != nil {
 		return translate(res.Error, "update connection "+c.ID)
 	}
@@ -271,3 +273,7 @@ func (s *ConnectionStore) SetCustomProviderModels(ctx context.Context, id string
 	}
 	return nil
 }
+
+// liveStateColumns are written only by the resilience state store.
+var liveStateColumns = []string{"rate_limited_until", "backoff_level", "terminal_status", "terminal_at", "last_error",
+	"last_error_reason", "last_error_status", "error_code", "last_error_at", "auth_fail_count", "reject_streak", "last_reject_at"}

@@ -223,9 +223,12 @@ type Connections struct {
 	catalog func() *Catalogue
 	setCat  func(*Catalogue)
 	// onChange is called after every successful mutation (cache refresh, events).
-	onChange   func()
-	comboStore ComboStore
-	keyStore   KeyStore
+	onChange func()
+	// onCredentials runs after new credentials were saved for a connection
+	// that was terminal: the resilience state owner clears it (BD 4).
+	onCredentials func(ctx context.Context, id string)
+	comboStore    ComboStore
+	keyStore      KeyStore
 }
 
 // NewConnections builds the service. The catalogue is rebuilt when a custom
@@ -379,6 +382,7 @@ func (s *Connections) Update(ctx context.Context, id string, in ConnectionInput)
 		fe.add("custom", "The provider cannot change after creation.")
 	}
 	prov, _ := s.catalog().Get(c.Provider)
+	wasTerminal := c.State.TerminalStatus != ""
 	s.apply(ctx, &c, prov, in, fe, false)
 	if err := fe.Err(); err != nil {
 		return Connection{}, err
@@ -387,8 +391,17 @@ func (s *Connections) Update(ctx context.Context, id string, in ConnectionInput)
 	if err := s.store.UpdateConnection(ctx, c); err != nil {
 		return Connection{}, fmt.Errorf("services: update connection %s: %w", id, err)
 	}
+	if wasTerminal && c.State.TerminalStatus == "" && s.onCredentials != nil {
+		s.onCredentials(ctx, id)
+	}
 	s.changed()
 	return c, nil
+}
+
+// OnCredentialsChanged registers the hook that clears a terminal state when
+// new credentials are saved.
+func (s *Connections) OnCredentialsChanged(f func(ctx context.Context, id string)) {
+	s.onCredentials = f
 }
 
 // SetEnabled switches a connection on or off.

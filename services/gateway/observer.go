@@ -1,0 +1,23 @@
+package gateway
+
+import "time"
+
+// Observer receives the gateway's countable events (metrics). Methods must
+// be cheap and never block; a nil Observer is replaced by a no-op.
+type Observer interface {
+	Attempt(provider, outcome string) // success, failure, aborted
+	Failure(provider, reason string)
+	Failover(kind string) // connection, target
+	Excluded(reason string)
+	PoolExhausted(code string)
+	TTFB(provider string, d time.Duration)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Attempt(string, string)     {}
+func (nopObserver) Failure(string, string)     {}
+func (nopObserver) Failover(string)            {}
+func (nopObserver) Excluded(string)            {}
+func (nopObserver) PoolExhausted(string)       {}
+func (nopObserver) TTFB(string, time.Duration) {}
