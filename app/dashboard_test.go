@@ -1267,17 +1267,14 @@ func TestDashboardConnectionRowShowsCooldownAndLastError(t *testing.T) {
 	d := &dashClient{t: t, app: a, cookie: a.Login()}
 	s := dashSeed(t, a)
 	ctx := context.Background()
-	store := models.NewConnectionStore(testkit.OpenDBAt(t, filepath.Join(a.DataDir, "switchyard.db"), a.Clock.Now), testkit.Keyring(t))
-	c, err := store.FindConnectionByID(ctx, s.conn.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := models.NewConnectionStateStore(testkit.OpenDBAt(t, filepath.Join(a.DataDir, "switchyard.db"), a.Clock.Now))
+	c := s.conn
 	now := a.Clock.Now()
 	until, at := now.Add(84*time.Second), now.Add(-3*time.Minute)
 	c.State.RateLimitedUntil, c.State.BackoffLevel, c.State.LastErrorAt = &until, 3, &at
 	c.State.LastErrorStatus, c.State.ErrorCode, c.State.LastErrorReason = 429, "rate_limit_exceeded", "rate_limit"
 	c.State.LastError = "Rate limit reached. " + strings.Repeat("Slow down. ", 15)
-	if err := store.UpdateConnection(ctx, c); err != nil {
+	if err := store.SaveConnectionState(ctx, c.ID, c.State); err != nil {
 		t.Fatal(err)
 	}
 	full, _ := d.page("/connections", views.RowID(views.RowConn, c.ID))

@@ -1,0 +1,138 @@
+package models
+
+import (
+	"context"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"switchyard/services/resilience"
+)
+
+// LockoutStore implements resilience.LockoutStore on model_lockouts
+// (20-resilience §7, BD 9). Instants are epoch milliseconds.
+type LockoutStore struct{ db *gorm.DB }
+
+var _ resilience.LockoutStore = (*LockoutStore)(nil)
+
+// NewLockoutStore builds the repository.
+func NewLockoutStore(db *gorm.DB) *LockoutStore { return &LockoutStore{db: db} }
+
+func lockoutRowOf(r resilience.LockoutRecord) ModelLockoutRow {
+	return ModelLockoutRow{
+		Provider:       r.Provider,
+		ConnectionID:   r.ConnectionID,
+		KeyShape:       string(r.Shape),
+		LockKey:        r.Key,
+		Model:          r.Model,
+		Reason:         r.Reason,
+		LastStatus:     r.LastStatus,
+		FailureCount:   r.FailureCount,
+		LockedAt:       r.LockedAt.UnixMilli(),
+		Until:          r.Until.UnixMilli(),
+		LastFailureAt:  r.LastFailureAt.UnixMilli(),
+		LastCooldownMs: r.LastCooldownMs,
+	}
+}
+
+func (r ModelLockoutRow) key() resilience.LockKey {
+	return resilience.LockKey{Provider: r.Provider, ConnectionID: r.ConnectionID,
+		Shape: resilience.LockShape(r.KeyShape), Key: r.LockKey}
+}
+
+func (r ModelLockoutRow) domain() resilience.LockoutRecord {
+	return resilience.LockoutRecord{
+		LockKey:        r.key(),
+		Model:          r.Model,
+		Reason:         r.Reason,
+		LastStatus:     r.LastStatus,
+		FailureCount:   r.FailureCount,
+		LockedAt:       time.UnixMilli(r.LockedAt).UTC(),
+		Until:          time.UnixMilli(r.Until).UTC(),
+		LastFailureAt:  time.UnixMilli(r.LastFailureAt).UTC(),
+		LastCooldownMs: r.LastCooldownMs,
+	}
+}
+
+// LoadLockouts returns every stored lockout, ordered by key.
+func (s *LockoutStore) LoadLockouts(ctx context.Context) ([]resilience.LockoutRecord, error) {
+	var rows []ModelLockoutRow
+	err := s.db.WithContext(ctx).
+		Order("provider, connection_id, key_shape, lock_key").
+		Find(&rows).Error
+	if err != nil {
+		return nil, translate(err, "load lockouts")
+	}
+	out := make([]resilience.LockoutRecord, len(rows))
+	for i, r := range rows {
+		out[i] = r.domain()
+	}
+	return out, nil
+}
+
+// SaveLockout inserts the record or replaces the row of its key.
+func (s *LockoutStore) SaveLockout(ctx context.Context, rec resilience.LockoutRecord) error {
+	row := lockoutRowOf(rec)
+	err := s.db.WithContext(ctx).Clauses(clause.OnConflict{
+		Columns: []clause.Column{{Name: "provider"}, {Name: "connection_id"}, {Name: "key_shape"}, {Name: "lock_key"}},
+		DoUpdates: clause.AssignmentColumns([]string{"model", "reason", "last_status", "failure_count",
+			"locked_at", "until", "last_failure_at", "last_cooldown_ms"}),
+	}).Create(&row).Error
+	return translate(err, "save lockout "+rec.LockKey.String())
+}
+
+// DeleteLockout deletes the row of key; a missing row is no error.
+func (s *LockoutStore) DeleteLockout(ctx context.Context, key resilience.LockKey) error {
+	err := s.db.WithContext(ctx).
+		Where("provider = ? AND connection_id = ? AND key_shape = ? AND lock_key = ?",
+			key.Provider, key.ConnectionID, string(key.Shape), key.Key).
+		Delete(&ModelLockoutRow{}).Error
+	return translate(err, "delete lockout "+key.String())
+}
+
+// DeleteLockouts deletes the rows the filter selects and returns how many.
+// A model filter matches its family, base and exact keys; the family depends
+// on the provider, so candidate rows are matched in Go and deleted by key.
+func (s *LockoutStore) DeleteLockouts(ctx context.Context, filter resilience.LockFilter) (int, error) {
+	scope := func(db *gorm.DB) *gorm.DB {
+		q := db.Where("1 = 1")
+		if filter.Provider != "" {
+			q = q.Where("provider = ?", filter.Provider)
+		}
+		if filter.ConnectionID != "" {
+			q = q.Where("connection_id = ?", filter.ConnectionID)
+		}
+		return q
+	}
+	if filter.Model == "" {
+		res := s.db.WithContext(ctx).Scopes(scope).Delete(&ModelLockoutRow{})
+		if res.Error != nil {
+			return 0, translate(res.Error, "delete lockouts")
+		}
+		return int(res.RowsAffected), nil
+	}
+	n := 0
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var rows []ModelLockoutRow
+		if err := tx.Scopes(scope).Find(&rows).Error; err != nil {
+			return err
+		}
+		for _, r := range rows {
+			if !filter.Matches(r.key()) {
+				continue
+			}
+			res := tx.Where("provider = ? AND connection_id = ? AND key_shape = ? AND lock_key = ?",
+				r.Provider, r.ConnectionID, r.KeyShape, r.LockKey).Delete(&ModelLockoutRow{})
+			if res.Error != nil {
+				return res.Error
+			}
+			n += int(res.RowsAffected)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, translate(err, "delete lockouts of model "+filter.Model)
+	}
+	return n, nil
+}

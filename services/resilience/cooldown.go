@@ -1,0 +1,771 @@
+package resilience
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"switchyard/services"
+)
+
+// Connection cooldowns and terminal states (20-resilience §4).
+//
+// Memory is authoritative for reads: one immutable snapshot per connection,
+// swapped atomically, so Cooling and State never take a lock. Writes for one
+// connection run under that connection's mutex and reach the store before
+// they return; no lock spans two connections.
+
+// ConnectionStateStore persists the resilience columns of connections
+// (rate_limited_until … last_reject_at). models.ConnectionStateStore is the
+// SQLite implementation, MemoryConnectionStateStore the in-memory one.
+type ConnectionStateStore interface {
+	// LoadConnectionStates returns the state of every connection, by id.
+	LoadConnectionStates(ctx context.Context) (map[string]services.ConnectionState, error)
+	// SaveConnectionState writes the state columns of one connection (never
+	// its credentials or configuration); services.ErrNotFound for an unknown id.
+	SaveConnectionState(ctx context.Context, id string, st services.ConnectionState) error
+	// SetEnabled switches a connection on or off (autoDisableBannedAccounts).
+	SetEnabled(ctx context.Context, id string, enabled bool) error
+}
+
+// Ladder constants of §4.3 and the fixed penalties of §1.4.
+const (
+	// ExpiredRetryMax is the number of auth failures that cool; the next one expires the connection.
+	ExpiredRetryMax = 3
+	// RejectStreakBan is the rejection streak that bans a connection.
+	RejectStreakBan = 3
+
+	authLadderBaseMs       int64 = 120_000
+	authLadderWindowMs     int64 = 86_400_000
+	rejectStreakWindowMs   int64 = 86_400_000
+	rejectStreakFirstMs    int64 = 60_000
+	rejectStreakSecondMs   int64 = 300_000
+	forbiddenCooldownMs    int64 = 300_000
+	quotaDefaultCooldownMs int64 = 3_600_000
+	// backoffRestartMs: a failure this long after the previous one restarts the ladder at level 0.
+	backoffRestartMs int64 = 600_000
+	// lastErrorMaxChars caps the stored last_error.
+	lastErrorMaxChars = 1024
+)
+
+// cooldownProfileDefaults is the §4 defaults table, used for a profile the
+// configuration does not carry (or carries with zero values).
+var cooldownProfileDefaults = map[Profile]CooldownProfile{
+	services.AuthOAuth:  {BaseCooldownMs: 5_000, MaxBackoffSteps: 8, MaxCooldownMs: 300_000},
+	services.AuthAPIKey: {BaseCooldownMs: 3_000, MaxBackoffSteps: 5, MaxCooldownMs: 300_000},
+	services.AuthLocal:  {BaseCooldownMs: 1_000, MaxBackoffSteps: 4, MaxCooldownMs: 60_000},
+}
+
+const defaultMaxRetryHintMs int64 = 604_800_000
+
+// ConnInfo describes the connection a penalty is applied to, as configured
+// when the failure happened.
+type ConnInfo struct {
+	ID       string
+	Provider string
+	// Profile is the connection's auth class; it selects the backoff ladder.
+	Profile Profile
+	// DisableCooling: no timed penalty is written (terminal states still are).
+	DisableCooling bool
+	// AutoDisableBanned mirrors the autoDisableBannedAccounts setting:
+	// entering banned also switches the connection off.
+	AutoDisableBanned bool
+	// Message and Code are the failure's upstream error message and code
+	// (Failure.Message / Failure.Code); they become last_error (scrubbed,
+	// ≤ 1 024 chars) and error_code. Unused for egress-lock siblings.
+	Message string
+	Code    string
+	// QuotaResetAt is the learned quota-window reset of this connection
+	// (§13.4), zero when unknown; a hint-less connection-scoped
+	// quota_exhausted cools until it when it lies in the future.
+	QuotaResetAt time.Time
+}
+
+// CooldownEffect is what Apply did to one connection.
+type CooldownEffect struct {
+	// NewEpisode is false when the failure landed during an active cooldown
+	// (BD 3); the breaker counts only new episodes (§2.1).
+	NewEpisode bool
+	// Until is the cooldown deadline after the call, zero when not cooling.
+	Until time.Time
+	// Terminal is the terminal status after the call, "" when none.
+	Terminal string
+	// EnteredTerminal is true when this call made the connection terminal.
+	EnteredTerminal bool
+	// LevelAfter is the backoff level after the call.
+	LevelAfter int
+}
+
+// Cooldowns holds the connection cooldowns, backoff levels, counters and
+// terminal states of every connection.
+type Cooldowns struct {
+	clock   services.Clock
+	cfg     func() CooldownConfig
+	store   ConnectionStateStore
+	log     *slog.Logger
+	entries sync.Map // connection id → *cooldownEntry
+}
+
+// cooldownEntry is the state of one connection. state is replaced, never
+// mutated, so readers may use the snapshot without the mutex.
+type cooldownEntry struct {
+	mu    sync.Mutex // serialises writers of this connection
+	state atomic.Pointer[services.ConnectionState]
+	gone  bool // forgotten (connection deleted); guarded by mu
+	// episodeAt is when the running cooldown began, zero when unknown (loaded
+	// or replaced state); guarded by mu. The egress lock measures its floor
+	// from it, so a repeat within one episode does not push the deadline.
+	episodeAt time.Time
+}
+
+func (e *cooldownEntry) snapshot() services.ConnectionState {
+	if p := e.state.Load(); p != nil {
+		return *p
+	}
+	return services.ConnectionState{}
+}
+
+// NewCooldowns builds the connection cooldown state machine. cfg is read at
+// every evaluation, so settings changes apply to the next failure; a nil cfg
+// uses the defaults of §4. A nil store keeps state in memory only; a nil log
+// discards.
+func NewCooldowns(clock services.Clock, cfg func() CooldownConfig, store ConnectionStateStore, log *slog.Logger) *Cooldowns {
+	if cfg == nil {
+		cfg = func() CooldownConfig { return CooldownConfig{} }
+	}
+	if store == nil {
+		store = NewMemoryConnectionStateStore()
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Cooldowns{clock: clock, cfg: cfg, store: store, log: log.With("component", "cooldowns")}
+}
+
+// Load replaces the in-memory state with the stored one (at start). A
+// deadline that passed meanwhile is simply expired when read.
+func (c *Cooldowns) Load(ctx context.Context) error {
+	states, err := c.store.LoadConnectionStates(ctx)
+	if err != nil {
+		return fmt.Errorf("resilience: load connection states: %w", err)
+	}
+	c.entries.Range(func(k, _ any) bool {
+		if _, ok := states[k.(string)]; !ok {
+			c.Forget(k.(string))
+		}
+		return true
+	})
+	for id, st := range states {
+		c.Replace(id, st)
+	}
+	return nil
+}
+
+// State returns the state of connection id (the zero state when unknown).
+// Lazy: an expired deadline is returned as stored; compare it with Now or
+// use Cooling.
+func (c *Cooldowns) State(id string) services.ConnectionState {
+	v, ok := c.entries.Load(id)
+	if !ok {
+		return services.ConnectionState{}
+	}
+	return cloneConnectionState(v.(*cooldownEntry).snapshot())
+}
+
+// Cooling reports whether connection id is cooling now and until when.
+// Terminal connections are not cooling (they are excluded for good).
+// Lock-free, never writes.
+func (c *Cooldowns) Cooling(id string) (until time.Time, cooling bool) {
+	v, ok := c.entries.Load(id)
+	if !ok {
+		return time.Time{}, false
+	}
+	p := v.(*cooldownEntry).state.Load()
+	if p == nil || p.RateLimitedUntil == nil || p.TerminalStatus != "" {
+		return time.Time{}, false
+	}
+	if !p.RateLimitedUntil.After(c.clock.Now()) {
+		return time.Time{}, false
+	}
+	return *p.RateLimitedUntil, true
+}
+
+// Replace sets the in-memory state of connection id without writing it:
+// for a created connection, or after new credentials were stored together
+// with the cleared state (the connection store wrote the row).
+func (c *Cooldowns) Replace(id string, st services.ConnectionState) {
+	e := c.entry(id)
+	e.mu.Lock()
+	st = cloneConnectionState(st)
+	e.state.Store(&st)
+	e.gone = false
+	e.episodeAt = time.Time{}
+	e.mu.Unlock()
+}
+
+// Forget drops connection id from memory (the connection was deleted).
+func (c *Cooldowns) Forget(id string) {
+	v, ok := c.entries.LoadAndDelete(id)
+	if !ok {
+		return
+	}
+	e := v.(*cooldownEntry)
+	e.mu.Lock()
+	e.gone = true
+	e.mu.Unlock()
+}
+
+func (c *Cooldowns) entry(id string) *cooldownEntry {
+	if v, ok := c.entries.Load(id); ok {
+		return v.(*cooldownEntry)
+	}
+	v, _ := c.entries.LoadOrStore(id, &cooldownEntry{})
+	return v.(*cooldownEntry)
+}
+
+// now is the clock truncated to the millisecond, the precision of the
+// stored columns, so a reloaded state compares exactly like the live one.
+func (c *Cooldowns) now() time.Time {
+	return c.clock.Now().UTC().Truncate(time.Millisecond)
+}
+
+func (c *Cooldowns) profile(p Profile) (CooldownProfile, CooldownConfig) {
+	cfg := c.cfg()
+	def, ok := cooldownProfileDefaults[p]
+	if !ok {
+		def = cooldownProfileDefaults[services.AuthAPIKey]
+	}
+	prof, ok := cfg.Profiles[p]
+	if !ok {
+		return def, cfg
+	}
+	if prof.BaseCooldownMs <= 0 {
+		prof.BaseCooldownMs = def.BaseCooldownMs
+	}
+	if prof.MaxCooldownMs <= 0 {
+		prof.MaxCooldownMs = def.MaxCooldownMs
+	}
+	if prof.MaxBackoffSteps < 0 {
+		prof.MaxBackoffSteps = def.MaxBackoffSteps
+	}
+	return prof, cfg
+}
+
+// backoffMs is the §4.1 step at level: min(base × 2^min(level, maxSteps), maxCooldownMs).
+func backoffMs(base int64, level int, prof CooldownProfile) int64 {
+	steps := min(max(level, 0), prof.MaxBackoffSteps, 40)
+	d := base
+	for range steps {
+		if d >= prof.MaxCooldownMs {
+			break
+		}
+		d *= 2
+	}
+	return min(d, prof.MaxCooldownMs)
+}
+
+// clampHint floors a hint at 1 s and caps it at maxRetryHintMs (the
+// classifier already does; repeated so no caller can exceed the cap).
+func clampHint(h time.Duration, cfg CooldownConfig) time.Duration {
+	if h <= 0 {
+		return 0
+	}
+	h = max(h, time.Second)
+	capMs := cfg.MaxRetryHintMs
+	if capMs <= 0 {
+		capMs = defaultMaxRetryHintMs
+	}
+	return min(h, time.Duration(capMs)*time.Millisecond)
+}
+
+// terminalOf returns the terminal status a classification creates at once
+// (ban markers, ban rules, credits), "" when none. The ladders are separate.
+func terminalOf(cls Classification) string {
+	if cls.Terminal != "" {
+		return cls.Terminal
+	}
+	if cls.Scope != ScopeConnection {
+		return ""
+	}
+	switch {
+	case cls.Ban:
+		return TerminalBanned
+	case cls.Reason == ReasonCreditsExhausted:
+		return TerminalCreditsExhausted
+	}
+	return ""
+}
+
+// Apply applies one classified failure of connection info.ID (20-resilience
+// §1.6 step 2 and the connection part of step 4). cls.Scope must be the
+// effective scope, after the lockout override: a timed penalty is written
+// only for ScopeConnection, while last_error* is recorded for every scope.
+// caller_error, client_abort and local_limit change nothing (BD 2), and a
+// terminal connection is never rewritten. The write reaches the store
+// before Apply returns; a store error is logged and memory keeps the new
+// state.
+func (c *Cooldowns) Apply(ctx context.Context, info ConnInfo, cls Classification) CooldownEffect {
+	switch cls.Reason {
+	case ReasonCallerError, ReasonClientAbort, ReasonLocalLimit:
+		st, now := c.State(info.ID), c.now()
+		return effectOf(st, now, !coolingAt(st, now), false)
+	}
+	e := c.entry(info.ID)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := c.now()
+	old := e.snapshot()
+	cooling := coolingAt(old, now)
+	if old.TerminalStatus != "" {
+		// BD 4: a terminal connection is never rewritten by a later failure.
+		return effectOf(old, now, !cooling, false)
+	}
+	prof, cfg := c.profile(info.Profile)
+	prevErrAt := old.LastErrorAt
+	st := old
+	recordLastError(&st, info, cls, now)
+	hint := clampHint(cls.Hint, cfg)
+
+	if term := terminalOf(cls); term != "" {
+		enterTerminal(&st, term, now)
+		c.commit(ctx, e, info, old, st)
+		return effectOf(st, now, !cooling, true)
+	}
+	if cls.Scope != ScopeConnection {
+		c.commit(ctx, e, info, old, st)
+		return effectOf(st, now, !cooling, false)
+	}
+	if cooling {
+		// Episode (BD 3, §4.2): no level or counter change, never shorter;
+		// only a later-ending hint extends the deadline.
+		if hint > 0 && !info.DisableCooling {
+			if end := now.Add(hint); end.After(*st.RateLimitedUntil) {
+				st.RateLimitedUntil = &end
+			}
+		}
+		c.commit(ctx, e, info, old, st)
+		return effectOf(st, now, false, false)
+	}
+
+	var cooldownMs int64
+	level := st.BackoffLevel
+	if prevErrAt != nil && now.Sub(*prevErrAt) > time.Duration(backoffRestartMs)*time.Millisecond {
+		level = 0
+	}
+	switch {
+	case cls.RuleID != "" || cls.CooldownMs > 0:
+		// A rule's reason and scope are final; its cooldownMs replaces the
+		// base, else the §4.1 ladder runs (§1.2, acceptance C1).
+		base := prof.BaseCooldownMs
+		if cls.CooldownMs > 0 {
+			base = cls.CooldownMs
+		}
+		cooldownMs = backoffMs(base, level, prof)
+		if hint == 0 {
+			level = min(level+1, prof.MaxBackoffSteps)
+		}
+	case cls.Reason == ReasonAuthError:
+		count := st.AuthFailCount + 1
+		if prevErrAt == nil || now.Sub(*prevErrAt) > time.Duration(authLadderWindowMs)*time.Millisecond {
+			count = 1
+		}
+		st.AuthFailCount = count
+		if count > ExpiredRetryMax {
+			st.LastError = scrubLastError(fmt.Sprintf("%d consecutive authentication failures; last: %s", count, st.LastError))
+			enterTerminal(&st, TerminalExpired, now)
+			c.commit(ctx, e, info, old, st)
+			return effectOf(st, now, true, true)
+		}
+		cooldownMs = authLadderBaseMs << (count - 1)
+	case cls.Reason == ReasonRequestRejected:
+		streak := 1
+		if st.LastRejectAt != nil && now.Sub(*st.LastRejectAt) <= time.Duration(rejectStreakWindowMs)*time.Millisecond {
+			streak = st.RejectStreak + 1
+		}
+		st.RejectStreak = streak
+		at := now
+		st.LastRejectAt = &at
+		if streak >= RejectStreakBan {
+			st.LastError = scrubLastError(fmt.Sprintf("%d consecutive request refusals within 24 h; last: %s", streak, st.LastError))
+			enterTerminal(&st, TerminalBanned, now)
+			c.commit(ctx, e, info, old, st)
+			return effectOf(st, now, true, true)
+		}
+		cooldownMs = rejectStreakFirstMs
+		if streak == 2 {
+			cooldownMs = rejectStreakSecondMs
+		}
+	case cls.Reason == ReasonQuotaExhausted:
+		cooldownMs = quotaDefaultCooldownMs
+		switch {
+		case !info.QuotaResetAt.IsZero() && info.QuotaResetAt.After(now):
+			cooldownMs = info.QuotaResetAt.Sub(now).Milliseconds()
+		case cls.Detail == "daily_quota":
+			cooldownMs = nextUTCMidnight(now).Sub(now).Milliseconds()
+		}
+		if capMs := cfg.MaxRetryHintMs; capMs > 0 {
+			cooldownMs = min(cooldownMs, capMs)
+		}
+	case cls.Reason == ReasonForbidden:
+		cooldownMs = forbiddenCooldownMs
+	default: // rate_limit, server_error, transient and anything else connection-scoped
+		cooldownMs = backoffMs(prof.BaseCooldownMs, level, prof)
+		if hint == 0 {
+			level = min(level+1, prof.MaxBackoffSteps)
+		}
+	}
+	if hint > 0 {
+		cooldownMs = hint.Milliseconds() // BD 6: a hint replaces every non-terminal default
+	}
+	if !info.DisableCooling {
+		until := now.Add(time.Duration(cooldownMs) * time.Millisecond)
+		st.RateLimitedUntil = &until
+		st.BackoffLevel = level
+		e.episodeAt = now
+	}
+	c.commit(ctx, e, info, old, st)
+	return effectOf(st, now, true, false)
+}
+
+// Success records a 2xx (or first useful stream byte) on connection id:
+// deadline, level, auth_fail_count and reject_streak are cleared in one
+// write, only if any was set; last_error* stays for display. A terminal
+// state is kept.
+func (c *Cooldowns) Success(ctx context.Context, id string) {
+	v, ok := c.entries.Load(id)
+	if !ok {
+		return
+	}
+	e := v.(*cooldownEntry)
+	if !hasRoutingState(e.snapshot()) { // the common case: no lock, no write
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	old := e.snapshot()
+	if !hasRoutingState(old) {
+		return
+	}
+	st := old
+	clearRoutingState(&st)
+	c.commit(ctx, e, ConnInfo{ID: id}, old, st)
+}
+
+// Reset is the admin reset (POST /api/connections/{id}/reset): every field
+// of §4 is cleared, the terminal state included. enabled is not changed.
+func (c *Cooldowns) Reset(ctx context.Context, id string) error {
+	e := c.entry(id)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	old := e.snapshot()
+	st := services.ConnectionState{TestStatus: old.TestStatus}
+	if err := c.store.SaveConnectionState(context.WithoutCancel(ctx), id, st); err != nil {
+		if errors.Is(err, services.ErrNotFound) {
+			c.dropGone(id, e)
+		}
+		return fmt.Errorf("resilience: reset connection %s: %w", id, err)
+	}
+	e.state.Store(&st)
+	return nil
+}
+
+// ClearCooldownsResult sorts the targeted connections of a bulk clear.
+type ClearCooldownsResult struct {
+	Cleared         []string // routing state cleared as on success
+	Unchanged       []string // nothing set (unknown ids included)
+	SkippedTerminal []string
+}
+
+// ClearCooldowns clears deadline, level, auth_fail_count and reject_streak
+// of the given connections (nil = every known connection), as a success
+// would, skipping terminal ones (POST /api/resilience/cooldowns). It returns
+// how many were cleared.
+func (c *Cooldowns) ClearCooldowns(ctx context.Context, ids []string) (cleared int, err error) {
+	res, err := c.ClearCooldownsDetailed(ctx, ids)
+	return len(res.Cleared), err
+}
+
+// ClearCooldownsDetailed is ClearCooldowns reporting each targeted
+// connection. Unknown ids count as unchanged (this component does not know
+// which connections exist; the caller reports notFound). It stops at the
+// first store error.
+func (c *Cooldowns) ClearCooldownsDetailed(ctx context.Context, ids []string) (ClearCooldownsResult, error) {
+	var res ClearCooldownsResult
+	if ids == nil {
+		c.entries.Range(func(k, _ any) bool {
+			ids = append(ids, k.(string))
+			return true
+		})
+	}
+	for _, id := range ids {
+		v, ok := c.entries.Load(id)
+		if !ok {
+			res.Unchanged = append(res.Unchanged, id)
+			continue
+		}
+		e := v.(*cooldownEntry)
+		e.mu.Lock()
+		old := e.snapshot()
+		switch {
+		case old.TerminalStatus != "":
+			res.SkippedTerminal = append(res.SkippedTerminal, id)
+		case !hasRoutingState(old):
+			res.Unchanged = append(res.Unchanged, id)
+		default:
+			st := old
+			clearRoutingState(&st)
+			if err := c.store.SaveConnectionState(context.WithoutCancel(ctx), id, st); err != nil {
+				e.mu.Unlock()
+				return res, fmt.Errorf("resilience: clear cooldown of %s: %w", id, err)
+			}
+			e.state.Store(&st)
+			res.Cleared = append(res.Cleared, id)
+		}
+		e.mu.Unlock()
+	}
+	return res, nil
+}
+
+// commit publishes st and writes it through when it differs from old.
+// Called with e.mu held. The write ignores the request's cancellation: a
+// penalty decided must survive a client that went away meanwhile.
+func (c *Cooldowns) commit(ctx context.Context, e *cooldownEntry, info ConnInfo, old, st services.ConnectionState) {
+	if e.gone || connectionStateEqual(old, st) {
+		return
+	}
+	st = cloneConnectionState(st)
+	e.state.Store(&st)
+	wctx := context.WithoutCancel(ctx)
+	if err := c.store.SaveConnectionState(wctx, info.ID, st); err != nil {
+		if errors.Is(err, services.ErrNotFound) {
+			c.dropGone(info.ID, e)
+			return
+		}
+		c.log.Error("persist connection state", "connectionId", info.ID, "err", err)
+	}
+	if st.TerminalStatus != "" && old.TerminalStatus == "" {
+		c.log.Warn("connection entered a terminal state", "connectionId", info.ID, "provider", info.Provider,
+			"terminal", st.TerminalStatus, "reason", st.LastErrorReason, "status", st.LastErrorStatus)
+		if st.TerminalStatus == TerminalBanned && info.AutoDisableBanned {
+			if err := c.store.SetEnabled(wctx, info.ID, false); err != nil {
+				c.log.Error("auto-disable banned connection", "connectionId", info.ID, "err", err)
+			}
+		}
+	}
+}
+
+// dropGone forgets a connection the store no longer has. Called with e.mu held.
+func (c *Cooldowns) dropGone(id string, e *cooldownEntry) {
+	e.gone = true
+	c.entries.CompareAndDelete(id, e)
+}
+
+func coolingAt(st services.ConnectionState, now time.Time) bool {
+	return st.TerminalStatus == "" && st.RateLimitedUntil != nil && st.RateLimitedUntil.After(now)
+}
+
+func effectOf(st services.ConnectionState, now time.Time, newEpisode, entered bool) CooldownEffect {
+	eff := CooldownEffect{NewEpisode: newEpisode, Terminal: st.TerminalStatus, EnteredTerminal: entered, LevelAfter: st.BackoffLevel}
+	if coolingAt(st, now) {
+		eff.Until = *st.RateLimitedUntil
+	}
+	return eff
+}
+
+func enterTerminal(st *services.ConnectionState, status string, now time.Time) {
+	at := now
+	st.TerminalStatus = status
+	st.TerminalAt = &at
+	st.RateLimitedUntil = nil
+	st.BackoffLevel = 0
+}
+
+func hasRoutingState(st services.ConnectionState) bool {
+	return st.RateLimitedUntil != nil || st.BackoffLevel != 0 || st.AuthFailCount != 0 || st.RejectStreak != 0
+}
+
+func clearRoutingState(st *services.ConnectionState) {
+	st.RateLimitedUntil = nil
+	st.BackoffLevel = 0
+	st.AuthFailCount = 0
+	st.RejectStreak = 0
+}
+
+func recordLastError(st *services.ConnectionState, info ConnInfo, cls Classification, now time.Time) {
+	msg := info.Message
+	if strings.TrimSpace(msg) == "" {
+		msg = fallbackErrorText(cls)
+	}
+	at := now
+	st.LastError = scrubLastError(msg)
+	st.LastErrorReason = string(cls.Reason)
+	st.LastErrorStatus = cls.Status
+	st.ErrorCode = truncateRunes(scrubLastError(info.Code), 128)
+	st.LastErrorAt = &at
+}
+
+func fallbackErrorText(cls Classification) string {
+	s := string(cls.Reason)
+	if cls.Status > 0 {
+		s = fmt.Sprintf("HTTP %d %s", cls.Status, cls.Reason)
+	}
+	if cls.Detail != "" {
+		s += " (" + cls.Detail + ")"
+	}
+	return s
+}
+
+func nextUTCMidnight(now time.Time) time.Time {
+	y, m, d := now.UTC().Date()
+	return time.Date(y, m, d+1, 0, 0, 0, 0, time.UTC)
+}
+
+func cloneTimePtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	v := *t
+	return &v
+}
+
+func cloneConnectionState(st services.ConnectionState) services.ConnectionState {
+	st.RateLimitedUntil = cloneTimePtr(st.RateLimitedUntil)
+	st.TerminalAt = cloneTimePtr(st.TerminalAt)
+	st.LastErrorAt = cloneTimePtr(st.LastErrorAt)
+	st.LastRejectAt = cloneTimePtr(st.LastRejectAt)
+	return st
+}
+
+func timePtrEqual(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(*b)
+}
+
+func connectionStateEqual(a, b services.ConnectionState) bool {
+	return timePtrEqual(a.RateLimitedUntil, b.RateLimitedUntil) && a.BackoffLevel == b.BackoffLevel &&
+		a.TerminalStatus == b.TerminalStatus && timePtrEqual(a.TerminalAt, b.TerminalAt) &&
+		a.LastError == b.LastError && a.LastErrorReason == b.LastErrorReason &&
+		a.LastErrorStatus == b.LastErrorStatus && a.ErrorCode == b.ErrorCode &&
+		timePtrEqual(a.LastErrorAt, b.LastErrorAt) && a.AuthFailCount == b.AuthFailCount &&
+		a.RejectStreak == b.RejectStreak && timePtrEqual(a.LastRejectAt, b.LastRejectAt) &&
+		a.TestStatus == b.TestStatus
+}
+
+// Scrubbing of last_error: upstream messages sometimes echo the credential
+// that was sent, so anything credential-like is replaced before it is
+// stored or shown.
+var (
+	scrubBearerRe   = regexp.MustCompile(`(?i)\b(bearer|basic)\s+[^\s"',;]+`)
+	scrubSKRe       = regexp.MustCompile(`\b(sk|pk|rk)-[A-Za-z0-9_\-]{6,}`)
+	scrubKVRe       = regexp.MustCompile(`(?i)\b(api[_-]?key|x-api-key|key|access[_-]?token|refresh[_-]?token|id[_-]?token|token|client[_-]?secret|secret|password|passwd|authorization)(["']?\s*[:=]\s*["']?)([^\s"',;&}\]]+)`)
+	scrubUserinfoRe = regexp.MustCompile(`://[^/\s:@]+:[^/\s@]+@`)
+	scrubLongRunRe  = regexp.MustCompile(`[A-Za-z0-9+/_\-]{32,}={0,2}`)
+)
+
+// scrubLastError redacts credential-like substrings (sk-… keys, Bearer
+// tokens, key=value secrets, URL passwords, runs of 32+ base64/hex
+// characters holding both letters and digits), replaces control characters
+// and caps the result at 1 024 characters.
+func scrubLastError(s string) string {
+	if s == "" {
+		return ""
+	}
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	s = scrubBearerRe.ReplaceAllString(s, "$1 [redacted]")
+	s = scrubSKRe.ReplaceAllString(s, "$1-[redacted]")
+	s = scrubKVRe.ReplaceAllString(s, "$1$2[redacted]")
+	s = scrubUserinfoRe.ReplaceAllString(s, "://[redacted]@")
+	s = scrubLongRunRe.ReplaceAllStringFunc(s, func(run string) string {
+		hasDigit := strings.ContainsAny(run, "0123456789")
+		hasLetter := strings.IndexFunc(run, unicode.IsLetter) >= 0
+		if hasDigit && hasLetter {
+			return "[redacted]"
+		}
+		return run
+	})
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+	return truncateRunes(strings.TrimSpace(s), lastErrorMaxChars)
+}
+
+func truncateRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// MemoryConnectionStateStore is a ConnectionStateStore in memory (tests,
+// and deployments that need no persistence).
+type MemoryConnectionStateStore struct {
+	mu       sync.Mutex
+	states   map[string]services.ConnectionState
+	disabled map[string]bool
+	writes   int
+}
+
+var _ ConnectionStateStore = (*MemoryConnectionStateStore)(nil)
+
+// NewMemoryConnectionStateStore returns an empty store.
+func NewMemoryConnectionStateStore() *MemoryConnectionStateStore {
+	return &MemoryConnectionStateStore{states: map[string]services.ConnectionState{}, disabled: map[string]bool{}}
+}
+
+// LoadConnectionStates returns a copy of every stored state.
+func (m *MemoryConnectionStateStore) LoadConnectionStates(context.Context) (map[string]services.ConnectionState, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]services.ConnectionState, len(m.states))
+	for id, st := range m.states {
+		out[id] = cloneConnectionState(st)
+	}
+	return out, nil
+}
+
+// SaveConnectionState stores st (creating the entry when needed).
+func (m *MemoryConnectionStateStore) SaveConnectionState(_ context.Context, id string, st services.ConnectionState) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.states[id] = cloneConnectionState(st)
+	m.writes++
+	return nil
+}
+
+// SetEnabled records the switch.
+func (m *MemoryConnectionStateStore) SetEnabled(_ context.Context, id string, enabled bool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.disabled[id] = !enabled
+	return nil
+}
+
+// Disabled reports whether SetEnabled(id, false) was the last switch.
+func (m *MemoryConnectionStateStore) Disabled(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.disabled[id]
+}
+
+// Writes counts SaveConnectionState calls.
+func (m *MemoryConnectionStateStore) Writes() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.writes
+}
