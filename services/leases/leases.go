@@ -1,0 +1,1079 @@
+// Package leases owns exclusive session leases (20-resilience §6): durable,
+// exclusive ownership of one connection by one managed client session,
+// behind a generation fence.
+//
+// The state machine is written once, here, against Tx — the view of the
+// exclusive_leases rows inside one BEGIN IMMEDIATE transaction. TxStore turns
+// any Tx runner into a Store: models supplies the SQLite one, NewMemStore an
+// in-memory one. Every Store operation first expires active rows whose
+// expiry has passed. The partial unique indexes (one active row per owner,
+// one per connection) are the final guard: an insert they reject becomes a
+// lease error, never a 500.
+//
+// Leases keeps a memory mirror of the active rows, refreshed on every write,
+// for the request path (fence checks, routing's HeldByOthers).
+//
+// The package imports the standard library and switchyard/services only; it
+// must not import models, handlers, app or any ORM or HTTP framework.
+package leases
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"switchyard/services"
+)
+
+// Lease TTL bounds (acquire and renew ttlMs): default 120 000 ms, clamped to
+// 1 000–1 800 000 ms.
+const (
+	DefaultTTL = 120 * time.Second
+	MinTTL     = time.Second
+	MaxTTL     = 30 * time.Minute
+)
+
+// MaxGeneration is the largest fence generation, 2^53 − 1, so it survives a
+// JSON number in every client.
+const MaxGeneration int64 = 1<<53 - 1
+
+// Retry-After bounds of LEASE_CAPACITY_UNAVAILABLE.
+const (
+	minRetryAfter = time.Second
+	maxRetryAfter = 120 * time.Second
+)
+
+// Headers carrying the lease context. Both are stripped from request logs,
+// stored snapshots and upstream headers.
+const (
+	OwnerHeader      = "X-Switchyard-Lease-Owner"
+	GenerationHeader = "X-Switchyard-Lease-Generation"
+)
+
+// WaitingForCapacity is the top-level "status" of a LEASE_CAPACITY_UNAVAILABLE body.
+const WaitingForCapacity = "waiting_for_capacity"
+
+// State is a lease row's state.
+type State string
+
+// Lease states.
+const (
+	StateActive      State = "active"
+	StateReleased    State = "released"
+	StateExpired     State = "expired"
+	StateInvalidated State = "invalidated"
+)
+
+// End reasons.
+const (
+	ReasonOwnerExit            = "owner_exit"
+	ReasonClientCancelled      = "client_cancelled"
+	ReasonTTLExpired           = "ttl_expired"
+	ReasonConnectionIneligible = "connection_ineligible"
+	ReasonHealthOrCooldown     = "health_or_cooldown"
+	ReasonModelIneligible      = "model_ineligible"
+	ReasonQuotaUnavailable     = "quota_unavailable"
+	ReasonAuthorizationChanged = "authorization_changed"
+	ReasonManagedKeyRevoked    = "managed_key_revoked"
+	ReasonAdminEnded           = "admin_ended"
+)
+
+// invalidationReasons are the reasons Invalidate and InvalidateKey accept.
+var invalidationReasons = []string{ReasonConnectionIneligible, ReasonHealthOrCooldown,
+	ReasonModelIneligible, ReasonQuotaUnavailable, ReasonAuthorizationChanged,
+	ReasonManagedKeyRevoked, ReasonAdminEnded}
+
+// transitionReasons are the reasons a binding may be moved for.
+var transitionReasons = []string{ReasonHealthOrCooldown, ReasonModelIneligible, ReasonQuotaUnavailable}
+
+// Lease is one exclusive_leases row. Reused and TTL are not stored: they
+// describe the acquire or renew that returned the lease.
+type Lease struct {
+	ID           string
+	OwnerHash    string // SHA-256 hex of the owner token; the token is never kept
+	KeyID        string
+	Provider     string
+	ConnectionID string
+	Generation   int64
+	State        State
+	AcquiredAt   time.Time
+	RenewedAt    time.Time
+	ExpiresAt    time.Time
+	EndedAt      time.Time // zero while active
+	EndReason    string    // "" while active
+
+	Reused bool          // acquire renewed the owner's existing lease
+	TTL    time.Duration // effective TTL of the acquire or renew
+}
+
+// Live reports whether the lease is active and unexpired at now.
+func (l Lease) Live(now time.Time) bool {
+	return l.State == StateActive && now.Before(l.ExpiresAt)
+}
+
+// Error codes of 10-gateway-api §9.3.
+const (
+	CodeContextRequired         = "LEASE_CONTEXT_REQUIRED"
+	CodeContextInvalid          = "LEASE_CONTEXT_INVALID"
+	CodeRequired                = "LEASE_REQUIRED"
+	CodeFenceStale              = "LEASE_FENCE_STALE"
+	CodeConnectionMismatch      = "LEASE_CONNECTION_MISMATCH"
+	CodeUnsupportedRoute        = "LEASE_UNSUPPORTED_ROUTE"
+	CodeScopeRequired           = "LEASE_SCOPE_REQUIRED"
+	CodeKeyConfigurationInvalid = "LEASE_KEY_CONFIGURATION_INVALID"
+	CodeCapacityUnavailable     = "LEASE_CAPACITY_UNAVAILABLE"
+	CodeActionInvalid           = "LEASE_ACTION_INVALID"
+	CodeOwnerConflict           = "LEASE_OWNER_CONFLICT"
+)
+
+// Error is a lease refusal with its code and HTTP status of 10-gateway-api
+// §9.3. RetryAfter is set on LEASE_CAPACITY_UNAVAILABLE only.
+type Error struct {
+	Code       string
+	Status     int
+	RetryAfter time.Duration
+	Message    string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// BodyStatus is the top-level "status" of the error body: "waiting_for_capacity"
+// for LEASE_CAPACITY_UNAVAILABLE, else "".
+func (e *Error) BodyStatus() string {
+	if e.Code == CodeCapacityUnavailable {
+		return WaitingForCapacity
+	}
+	return ""
+}
+
+// GatewayError converts the refusal into the /v1 error the error handler
+// writes; Retry-After is whole seconds, rounded up.
+func (e *Error) GatewayError() *services.GatewayError {
+	return &services.GatewayError{Status: e.Status, Code: e.Code, Message: e.Message,
+		RetryAfter: int((e.RetryAfter + time.Second - 1) / time.Second)}
+}
+
+func newError(code string, status int, msg string) *Error {
+	return &Error{Code: code, Status: status, Message: msg}
+}
+
+func errContextRequired(what string) *Error {
+	return newError(CodeContextRequired, http.StatusBadRequest,
+		"This key is lease-managed: send the "+what+" header.")
+}
+
+func errContextInvalid(what string) *Error {
+	return newError(CodeContextInvalid, http.StatusBadRequest, "The "+what+" header is malformed.")
+}
+
+func errActionInvalid(field, msg string) *Error {
+	return newError(CodeActionInvalid, http.StatusBadRequest, "Invalid lease action field "+field+": "+msg)
+}
+
+func errRequired() *Error {
+	return newError(CodeRequired, http.StatusConflict,
+		"No active lease for this owner and key; acquire one at POST /v1/session-leases.")
+}
+
+func errFenceStale() *Error {
+	return newError(CodeFenceStale, http.StatusConflict,
+		"The lease generation is stale, or the lease is inactive or belongs to another key.")
+}
+
+func errOwnerConflict() *Error {
+	return newError(CodeOwnerConflict, http.StatusConflict,
+		"This lease owner holds an active lease under another key.")
+}
+
+func errCapacity(retry time.Duration) *Error {
+	e := newError(CodeCapacityUnavailable, http.StatusTooManyRequests, fmt.Sprintf(
+		"Every eligible connection is leased by another session; retry in %d s.", int(retry/time.Second)))
+	e.RetryAfter = retry
+	return e
+}
+
+// ErrNoEligible means no candidate connection was given: the caller answers
+// with the normal routing error (20-resilience §14), not a lease conflict.
+var ErrNoEligible = errors.New("leases: no eligible connection")
+
+// ErrDuplicate is what a Tx returns (wrapped) when a partial unique index
+// rejects an inserted active row.
+var ErrDuplicate = errors.New("leases: duplicate active lease")
+
+var (
+	ownerSyntax      = regexp.MustCompile(`^vlo_[A-Za-z0-9_-]{43}$`)
+	generationSyntax = regexp.MustCompile(`^[1-9][0-9]*$`)
+)
+
+// ParseOwner validates the X-Switchyard-Lease-Owner value ("vlo_" + 43
+// base64url characters) and returns it: empty → LEASE_CONTEXT_REQUIRED,
+// malformed → LEASE_CONTEXT_INVALID.
+func ParseOwner(v string) (string, error) {
+	switch {
+	case v == "":
+		return "", errContextRequired(OwnerHeader)
+	case !ownerSyntax.MatchString(v):
+		return "", errContextInvalid(OwnerHeader)
+	}
+	return v, nil
+}
+
+// HashOwner is what is stored of an owner token: its SHA-256, lowercase hex.
+func HashOwner(owner string) string { return services.SHA256Hex(owner) }
+
+// ParseGeneration validates the X-Switchyard-Lease-Generation value
+// (^[1-9][0-9]*$, at most 2^53 − 1): empty → LEASE_CONTEXT_REQUIRED,
+// malformed or too large → LEASE_CONTEXT_INVALID.
+func ParseGeneration(v string) (int64, error) {
+	if v == "" {
+		return 0, errContextRequired(GenerationHeader)
+	}
+	if len(v) > 16 || !generationSyntax.MatchString(v) {
+		return 0, errContextInvalid(GenerationHeader)
+	}
+	g, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || g > MaxGeneration {
+		return 0, errContextInvalid(GenerationHeader)
+	}
+	return g, nil
+}
+
+// ClampTTL applies the acquire/renew TTL rule: 0 → DefaultTTL, else clamped
+// to MinTTL–MaxTTL.
+func ClampTTL(d time.Duration) time.Duration {
+	if d == 0 {
+		return DefaultTTL
+	}
+	return min(max(d, MinTTL), MaxTTL)
+}
+
+// CheckKey refuses keys that may not hold leases: without lease:exclusive →
+// 403 LEASE_SCOPE_REQUIRED; with it but no allowed connection → 403
+// LEASE_KEY_CONFIGURATION_INVALID.
+func CheckKey(key services.APIKey) error {
+	if !key.HasScope(services.ScopeLeaseExclusive) {
+		return newError(CodeScopeRequired, http.StatusForbidden,
+			"This key lacks the lease:exclusive scope needed for lease headers and /v1/session-leases.")
+	}
+	if len(key.AllowedConnections) == 0 {
+		return newError(CodeKeyConfigurationInvalid, http.StatusForbidden,
+			"This key has lease:exclusive but no allowed connections; an admin must allow at least one.")
+	}
+	return nil
+}
+
+// AcquireRequest is one acquire, or with Generation > 0 one transition of an
+// existing binding to another connection under the same generation.
+type AcquireRequest struct {
+	OwnerHash string
+	KeyID     string
+	Provider  string
+	// Candidates are eligible, allowed connection ids in preference order.
+	Candidates []string
+	// TTL is already clamped; a transition with TTL 0 keeps the old expiry.
+	TTL time.Duration
+	Now time.Time
+	// Generation > 0 makes this a transition: the owner's active lease must
+	// have this generation and key, and the new row keeps it.
+	Generation int64
+	// ReplaceReason ends the owner's active lease on a connection that is not
+	// a candidate; "" means model_ineligible.
+	ReplaceReason string
+}
+
+// FenceRequest addresses the owner's lease of one generation under one key:
+// renew (TTL), release (Reason) and status.
+type FenceRequest struct {
+	OwnerHash  string
+	KeyID      string
+	Generation int64
+	TTL        time.Duration // renew; already clamped
+	Reason     string        // release; owner_exit or client_cancelled
+	Now        time.Time
+}
+
+// Store holds the lease rows. Every method is one transaction (BEGIN
+// IMMEDIATE on SQLite) that first expires active rows with ExpiresAt ≤ now.
+type Store interface {
+	// Acquire takes, reuses or transitions the owner's lease (20-resilience §6).
+	Acquire(ctx context.Context, req AcquireRequest) (Lease, error)
+	// Renew extends the owner's active lease of req.Generation under req.KeyID.
+	Renew(ctx context.Context, req FenceRequest) (Lease, error)
+	// Release ends the owner's lease of req.Generation; idempotent.
+	Release(ctx context.Context, req FenceRequest) (Lease, error)
+	// Status returns the owner's active lease of req.Generation under req.KeyID.
+	Status(ctx context.Context, req FenceRequest) (Lease, error)
+	// Invalidate ends the active lease of a connection and returns it.
+	Invalidate(ctx context.Context, connID, reason string, now time.Time) ([]Lease, error)
+	// InvalidateKey ends every active lease of a client key and returns them.
+	InvalidateKey(ctx context.Context, keyID, reason string, now time.Time) ([]Lease, error)
+	// ActiveByConnection returns the active lease of a connection.
+	ActiveByConnection(ctx context.Context, connID string, now time.Time) (Lease, bool, error)
+	// ActiveByOwner returns the active lease of an owner hash.
+	ActiveByOwner(ctx context.Context, ownerHash string, now time.Time) (Lease, bool, error)
+	// ListActive returns every active lease.
+	ListActive(ctx context.Context, now time.Time) ([]Lease, error)
+	// Expire only expires due rows and returns how many.
+	Expire(ctx context.Context, now time.Time) (int, error)
+}
+
+// Tx is the exclusive_leases table inside one transaction.
+type Tx interface {
+	// ExpireDue marks active rows with ExpiresAt ≤ now expired (ttl_expired,
+	// ended at their expiry) and returns how many.
+	ExpireDue(now time.Time) (int, error)
+	ActiveByOwner(ownerHash string) (Lease, bool, error)
+	ActiveByConnection(connID string) (Lease, bool, error)
+	ActiveByKey(keyID string) ([]Lease, error)
+	ListActive() ([]Lease, error)
+	// FindGeneration returns the owner's row of a generation under a key:
+	// the active one if any, else the most recently acquired.
+	FindGeneration(ownerHash, keyID string, generation int64) (Lease, bool, error)
+	// MaxGeneration returns the owner's highest generation over all rows, 0 if none.
+	MaxGeneration(ownerHash string) (int64, error)
+	// Insert adds a row; an active row whose owner or connection already has
+	// one fails with an error wrapping ErrDuplicate.
+	Insert(l Lease) error
+	// Update writes State, RenewedAt, ExpiresAt, EndedAt and EndReason of row l.ID.
+	Update(l Lease) error
+}
+
+// TxStore implements Store on any Tx runner.
+type TxStore struct {
+	run func(ctx context.Context, fn func(Tx) error) error
+}
+
+var _ Store = (*TxStore)(nil)
+
+// NewTxStore builds a Store whose every operation runs inside run, which
+// must call fn in one transaction and commit only when fn returns nil.
+func NewTxStore(run func(ctx context.Context, fn func(Tx) error) error) *TxStore {
+	return &TxStore{run: run}
+}
+
+func (s *TxStore) in(ctx context.Context, now time.Time, fn func(Tx) error) error {
+	return s.run(ctx, func(tx Tx) error {
+		if _, err := tx.ExpireDue(now); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+}
+
+// Acquire implements Store.
+func (s *TxStore) Acquire(ctx context.Context, req AcquireRequest) (Lease, error) {
+	var out Lease
+	err := s.in(ctx, req.Now, func(tx Tx) (err error) {
+		out, err = acquire(tx, req)
+		return err
+	})
+	return out, err
+}
+
+func acquire(tx Tx, req AcquireRequest) (Lease, error) {
+	transition := req.Generation > 0
+	own, hasOwn, err := tx.ActiveByOwner(req.OwnerHash)
+	if err != nil {
+		return Lease{}, err
+	}
+	switch {
+	case transition && !hasOwn:
+		return Lease{}, errRequired()
+	case transition && (own.KeyID != req.KeyID || own.Generation != req.Generation):
+		return Lease{}, errFenceStale()
+	case !transition && hasOwn && own.KeyID != req.KeyID:
+		return Lease{}, errOwnerConflict()
+	}
+	candidates := dedupe(req.Candidates)
+	if len(candidates) == 0 {
+		return Lease{}, ErrNoEligible
+	}
+	if hasOwn && slices.Contains(candidates, own.ConnectionID) {
+		if transition { // the binding is still a candidate: nothing to move
+			return own, nil
+		}
+		own.RenewedAt, own.ExpiresAt = req.Now, req.Now.Add(req.TTL)
+		if err := tx.Update(own); err != nil {
+			return Lease{}, err
+		}
+		own.Reused = true
+		return own, nil
+	}
+	gen, ttl := req.Generation, req.TTL
+	if transition && ttl <= 0 {
+		ttl = own.ExpiresAt.Sub(req.Now) // the moved lease keeps its expiry
+	}
+	if !transition {
+		highest, err := tx.MaxGeneration(req.OwnerHash)
+		if err != nil {
+			return Lease{}, err
+		}
+		if highest >= MaxGeneration {
+			return Lease{}, fmt.Errorf("leases: owner generation exhausted at %d", highest)
+		}
+		gen = highest + 1
+	}
+	if hasOwn {
+		own.State, own.EndedAt = StateInvalidated, req.Now
+		own.EndReason = cmp.Or(req.ReplaceReason, ReasonModelIneligible)
+		if err := tx.Update(own); err != nil {
+			return Lease{}, err
+		}
+	}
+	var held []Lease
+	for _, c := range candidates {
+		l := Lease{ID: services.NewID("ls_"), OwnerHash: req.OwnerHash, KeyID: req.KeyID,
+			Provider: req.Provider, ConnectionID: c, Generation: gen, State: StateActive,
+			AcquiredAt: req.Now, RenewedAt: req.Now, ExpiresAt: req.Now.Add(ttl)}
+		err := tx.Insert(l)
+		if err == nil {
+			return l, nil
+		}
+		if !errors.Is(err, ErrDuplicate) {
+			return Lease{}, err
+		}
+		// The index refused the row: the connection is leased, or (only if
+		// another writer slipped in) the owner is.
+		other, found, ferr := tx.ActiveByConnection(c)
+		if ferr != nil {
+			return Lease{}, ferr
+		}
+		if !found {
+			return Lease{}, errOwnerConflict()
+		}
+		held = append(held, other)
+	}
+	return Lease{}, errCapacity(retryAfter(held, req.Now))
+}
+
+// retryAfter is the time to the earliest expiry of held, in whole seconds
+// rounded up, bounded to 1–120 s.
+func retryAfter(held []Lease, now time.Time) time.Duration {
+	if len(held) == 0 {
+		return minRetryAfter
+	}
+	earliest := held[0].ExpiresAt
+	for _, l := range held[1:] {
+		if l.ExpiresAt.Before(earliest) {
+			earliest = l.ExpiresAt
+		}
+	}
+	d := earliest.Sub(now)
+	d = (d + time.Second - 1) / time.Second * time.Second
+	return min(max(d, minRetryAfter), maxRetryAfter)
+}
+
+func dedupe(ids []string) []string {
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if id != "" && !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// fenced returns the owner's active lease when it matches the key and
+// generation, else LEASE_FENCE_STALE.
+func fenced(tx Tx, req FenceRequest) (Lease, error) {
+	own, ok, err := tx.ActiveByOwner(req.OwnerHash)
+	if err != nil {
+		return Lease{}, err
+	}
+	if !ok || own.KeyID != req.KeyID || own.Generation != req.Generation {
+		return Lease{}, errFenceStale()
+	}
+	return own, nil
+}
+
+// Renew implements Store.
+func (s *TxStore) Renew(ctx context.Context, req FenceRequest) (Lease, error) {
+	var out Lease
+	err := s.in(ctx, req.Now, func(tx Tx) error {
+		l, err := fenced(tx, req)
+		if err != nil {
+			return err
+		}
+		l.RenewedAt, l.ExpiresAt = req.Now, req.Now.Add(req.TTL)
+		if err := tx.Update(l); err != nil {
+			return err
+		}
+		out = l
+		return nil
+	})
+	return out, err
+}
+
+// Release implements Store. Releasing an already ended lease returns it
+// unchanged; a generation the owner never held under this key is stale.
+func (s *TxStore) Release(ctx context.Context, req FenceRequest) (Lease, error) {
+	var out Lease
+	err := s.in(ctx, req.Now, func(tx Tx) error {
+		l, ok, err := tx.FindGeneration(req.OwnerHash, req.KeyID, req.Generation)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errFenceStale()
+		}
+		if l.State == StateActive {
+			l.State, l.EndedAt, l.EndReason = StateReleased, req.Now, cmp.Or(req.Reason, ReasonOwnerExit)
+			if err := tx.Update(l); err != nil {
+				return err
+			}
+		}
+		out = l
+		return nil
+	})
+	return out, err
+}
+
+// Status implements Store.
+func (s *TxStore) Status(ctx context.Context, req FenceRequest) (Lease, error) {
+	var out Lease
+	err := s.in(ctx, req.Now, func(tx Tx) (err error) {
+		out, err = fenced(tx, req)
+		return err
+	})
+	return out, err
+}
+
+func invalidate(tx Tx, ls []Lease, reason string, now time.Time) ([]Lease, error) {
+	for i := range ls {
+		ls[i].State, ls[i].EndedAt, ls[i].EndReason = StateInvalidated, now, reason
+		if err := tx.Update(ls[i]); err != nil {
+			return nil, err
+		}
+	}
+	return ls, nil
+}
+
+// Invalidate implements Store.
+func (s *TxStore) Invalidate(ctx context.Context, connID, reason string, now time.Time) ([]Lease, error) {
+	var out []Lease
+	err := s.in(ctx, now, func(tx Tx) error {
+		l, ok, err := tx.ActiveByConnection(connID)
+		if err != nil || !ok {
+			return err
+		}
+		out, err = invalidate(tx, []Lease{l}, reason, now)
+		return err
+	})
+	return out, err
+}
+
+// InvalidateKey implements Store.
+func (s *TxStore) InvalidateKey(ctx context.Context, keyID, reason string, now time.Time) ([]Lease, error) {
+	var out []Lease
+	err := s.in(ctx, now, func(tx Tx) error {
+		ls, err := tx.ActiveByKey(keyID)
+		if err != nil {
+			return err
+		}
+		out, err = invalidate(tx, ls, reason, now)
+		return err
+	})
+	return out, err
+}
+
+// ActiveByConnection implements Store.
+func (s *TxStore) ActiveByConnection(ctx context.Context, connID string, now time.Time) (Lease, bool, error) {
+	var out Lease
+	var ok bool
+	err := s.in(ctx, now, func(tx Tx) (err error) {
+		out, ok, err = tx.ActiveByConnection(connID)
+		return err
+	})
+	return out, ok, err
+}
+
+// ActiveByOwner implements Store.
+func (s *TxStore) ActiveByOwner(ctx context.Context, ownerHash string, now time.Time) (Lease, bool, error) {
+	var out Lease
+	var ok bool
+	err := s.in(ctx, now, func(tx Tx) (err error) {
+		out, ok, err = tx.ActiveByOwner(ownerHash)
+		return err
+	})
+	return out, ok, err
+}
+
+// ListActive implements Store.
+func (s *TxStore) ListActive(ctx context.Context, now time.Time) ([]Lease, error) {
+	var out []Lease
+	err := s.in(ctx, now, func(tx Tx) (err error) {
+		out, err = tx.ListActive()
+		return err
+	})
+	return out, err
+}
+
+// Expire implements Store.
+func (s *TxStore) Expire(ctx context.Context, now time.Time) (int, error) {
+	var n int
+	err := s.run(ctx, func(tx Tx) (err error) {
+		n, err = tx.ExpireDue(now)
+		return err
+	})
+	return n, err
+}
+
+// NewMemStore returns a Store that keeps the rows in memory, for tests and
+// single-process setups without a database. Transactions run one at a time
+// on a copy of the rows, committed only when the operation succeeds.
+func NewMemStore() *TxStore {
+	m := &memStore{}
+	return NewTxStore(m.run)
+}
+
+type memStore struct {
+	mu   sync.Mutex
+	rows []Lease
+}
+
+func (m *memStore) run(ctx context.Context, fn func(Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	tx := &memTx{rows: slices.Clone(m.rows)}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	m.rows = tx.rows
+	return nil
+}
+
+type memTx struct{ rows []Lease }
+
+func (t *memTx) ExpireDue(now time.Time) (int, error) {
+	n := 0
+	for i, l := range t.rows {
+		if l.State == StateActive && !now.Before(l.ExpiresAt) {
+			t.rows[i].State, t.rows[i].EndedAt, t.rows[i].EndReason = StateExpired, l.ExpiresAt, ReasonTTLExpired
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (t *memTx) activeWhere(match func(Lease) bool) []Lease {
+	var out []Lease
+	for _, l := range t.rows {
+		if l.State == StateActive && match(l) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func first(ls []Lease) (Lease, bool, error) {
+	if len(ls) == 0 {
+		return Lease{}, false, nil
+	}
+	return ls[0], true, nil
+}
+
+func (t *memTx) ActiveByOwner(ownerHash string) (Lease, bool, error) {
+	return first(t.activeWhere(func(l Lease) bool { return l.OwnerHash == ownerHash }))
+}
+
+func (t *memTx) ActiveByConnection(connID string) (Lease, bool, error) {
+	return first(t.activeWhere(func(l Lease) bool { return l.ConnectionID == connID }))
+}
+
+func (t *memTx) ActiveByKey(keyID string) ([]Lease, error) {
+	return t.activeWhere(func(l Lease) bool { return l.KeyID == keyID }), nil
+}
+
+func (t *memTx) ListActive() ([]Lease, error) {
+	return t.activeWhere(func(Lease) bool { return true }), nil
+}
+
+func (t *memTx) FindGeneration(ownerHash, keyID string, generation int64) (Lease, bool, error) {
+	var best Lease
+	found := false
+	for _, l := range t.rows {
+		if l.OwnerHash != ownerHash || l.KeyID != keyID || l.Generation != generation {
+			continue
+		}
+		switch {
+		case !found, l.State == StateActive,
+			best.State != StateActive && !l.AcquiredAt.Before(best.AcquiredAt):
+			best, found = l, true
+		}
+	}
+	return best, found, nil
+}
+
+func (t *memTx) MaxGeneration(ownerHash string) (int64, error) {
+	var g int64
+	for _, l := range t.rows {
+		if l.OwnerHash == ownerHash {
+			g = max(g, l.Generation)
+		}
+	}
+	return g, nil
+}
+
+func (t *memTx) Insert(l Lease) error {
+	for _, r := range t.rows {
+		if r.ID == l.ID || l.State == StateActive && r.State == StateActive &&
+			(r.OwnerHash == l.OwnerHash || r.ConnectionID == l.ConnectionID) {
+			return fmt.Errorf("leases: insert %s: %w", l.ID, ErrDuplicate)
+		}
+	}
+	l.Reused, l.TTL = false, 0
+	t.rows = append(t.rows, l)
+	return nil
+}
+
+func (t *memTx) Update(l Lease) error {
+	for i, r := range t.rows {
+		if r.ID == l.ID {
+			r.State, r.RenewedAt, r.ExpiresAt, r.EndedAt, r.EndReason = l.State, l.RenewedAt, l.ExpiresAt, l.EndedAt, l.EndReason
+			t.rows[i] = r
+			return nil
+		}
+	}
+	return fmt.Errorf("leases: update %s: %w", l.ID, services.ErrNotFound)
+}
+
+// Leases is the lease service: lifecycle operations for /v1/session-leases,
+// the per-request fence check, invalidation hooks and routing's fast read.
+//
+// Lock order: wmu, then mu. wmu serialises this process's writes together
+// with the mirror refresh that follows each, so the mirror never goes back
+// to an older snapshot; mu guards the mirror maps and is never held across I/O.
+type Leases struct {
+	store Store
+	clock services.Clock
+
+	wmu     sync.Mutex
+	mu      sync.RWMutex
+	byConn  map[string]Lease
+	byOwner map[string]Lease
+}
+
+// New builds the service with an empty mirror; call Load at start.
+func New(store Store, clock services.Clock) *Leases {
+	return &Leases{store: store, clock: clock, byConn: map[string]Lease{}, byOwner: map[string]Lease{}}
+}
+
+func (s *Leases) now() time.Time { return s.clock.Now().UTC().Truncate(time.Millisecond) }
+
+// Load fills the mirror from the store (start-up, restart restore).
+func (s *Leases) Load(ctx context.Context) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return s.refresh(ctx)
+}
+
+func (s *Leases) refresh(ctx context.Context) error {
+	active, err := s.store.ListActive(ctx, s.now())
+	if err != nil {
+		return fmt.Errorf("leases: load active leases: %w", err)
+	}
+	byConn := make(map[string]Lease, len(active))
+	byOwner := make(map[string]Lease, len(active))
+	for _, l := range active {
+		l.Reused, l.TTL = false, 0
+		byConn[l.ConnectionID], byOwner[l.OwnerHash] = l, l
+	}
+	s.mu.Lock()
+	s.byConn, s.byOwner = byConn, byOwner
+	s.mu.Unlock()
+	return nil
+}
+
+// wrote updates the mirror after a successful write: first with the rows
+// the write returned, then with a full reload (which also sees writers
+// sharing the store). If the reload fails the patched mirror stands.
+func (s *Leases) wrote(ctx context.Context, changed ...Lease) {
+	s.mu.Lock()
+	for _, l := range changed {
+		l.Reused, l.TTL = false, 0
+		if cur, ok := s.byOwner[l.OwnerHash]; ok && cur.ID != l.ID {
+			if s.byConn[cur.ConnectionID].ID == cur.ID {
+				delete(s.byConn, cur.ConnectionID)
+			}
+		}
+		if l.State == StateActive {
+			s.byConn[l.ConnectionID], s.byOwner[l.OwnerHash] = l, l
+			continue
+		}
+		if s.byConn[l.ConnectionID].ID == l.ID {
+			delete(s.byConn, l.ConnectionID)
+		}
+		if s.byOwner[l.OwnerHash].ID == l.ID {
+			delete(s.byOwner, l.OwnerHash)
+		}
+	}
+	s.mu.Unlock()
+	_ = s.refresh(context.WithoutCancel(ctx))
+}
+
+// Acquire takes a lease for owner on the first free candidate (eligible
+// connection ids of provider in preference order), or renews the owner's
+// lease under the same generation (Reused) when its connection is still a
+// candidate. ttl 0 means DefaultTTL; it is clamped to MinTTL–MaxTTL and
+// returned in Lease.TTL. Candidates the key does not allow are ignored; none
+// left → ErrNoEligible. All held by others → 429 LEASE_CAPACITY_UNAVAILABLE
+// with RetryAfter = time to the earliest of their expiries, 1–120 s.
+func (s *Leases) Acquire(ctx context.Context, key services.APIKey, owner string, provider string, candidates []string, ttl time.Duration) (Lease, error) {
+	hash, err := s.context(key, owner)
+	if err != nil {
+		return Lease{}, err
+	}
+	ttl = ClampTTL(ttl)
+	allowed := allowedCandidates(key, candidates)
+	if len(allowed) == 0 {
+		return Lease{}, ErrNoEligible
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	l, err := s.store.Acquire(ctx, AcquireRequest{OwnerHash: hash, KeyID: key.ID, Provider: provider,
+		Candidates: allowed, TTL: ttl, Now: s.now()})
+	if err != nil {
+		return Lease{}, err
+	}
+	s.wrote(ctx, l)
+	l.TTL = ttl
+	return l, nil
+}
+
+// Transition moves the owner's binding, which is no longer eligible for the
+// request's model, to the first free candidate under the same generation;
+// the old row ends invalidated with reason (health_or_cooldown,
+// model_ineligible or quota_unavailable). The new row keeps the old expiry.
+// No candidate → ErrNoEligible and the lease stays; all held → 429 as in
+// Acquire, and the lease stays. No active lease → LEASE_REQUIRED; another key
+// or generation → LEASE_FENCE_STALE.
+func (s *Leases) Transition(ctx context.Context, key services.APIKey, owner string, generation int64, provider string, candidates []string, reason string) (Lease, error) {
+	hash, err := s.context(key, owner)
+	if err != nil {
+		return Lease{}, err
+	}
+	if generation < 1 || generation > MaxGeneration {
+		return Lease{}, errContextInvalid(GenerationHeader)
+	}
+	if !slices.Contains(transitionReasons, reason) {
+		return Lease{}, fmt.Errorf("leases: transition reason %q not allowed", reason)
+	}
+	allowed := allowedCandidates(key, candidates)
+	if len(allowed) == 0 {
+		return Lease{}, ErrNoEligible
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	l, err := s.store.Acquire(ctx, AcquireRequest{OwnerHash: hash, KeyID: key.ID, Provider: provider,
+		Candidates: allowed, Now: s.now(), Generation: generation, ReplaceReason: reason})
+	if err != nil {
+		return Lease{}, err
+	}
+	s.wrote(ctx, l)
+	return l, nil
+}
+
+// Renew extends the owner's active lease of generation under key by ttl
+// (0 → DefaultTTL, clamped). Anything else → 409 LEASE_FENCE_STALE.
+func (s *Leases) Renew(ctx context.Context, key services.APIKey, owner string, generation int64, ttl time.Duration) (Lease, error) {
+	hash, err := s.fenceArgs(key, owner, generation)
+	if err != nil {
+		return Lease{}, err
+	}
+	ttl = ClampTTL(ttl)
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	l, err := s.store.Renew(ctx, FenceRequest{OwnerHash: hash, KeyID: key.ID, Generation: generation, TTL: ttl, Now: s.now()})
+	if err != nil {
+		return Lease{}, err
+	}
+	s.wrote(ctx, l)
+	l.TTL = ttl
+	return l, nil
+}
+
+// Release ends the owner's lease of generation under key with reason
+// (owner_exit when "", or client_cancelled). Releasing an ended lease again
+// returns it unchanged; a generation never held under key → 409
+// LEASE_FENCE_STALE.
+func (s *Leases) Release(ctx context.Context, key services.APIKey, owner string, generation int64, reason string) (Lease, error) {
+	hash, err := s.fenceArgs(key, owner, generation)
+	if err != nil {
+		return Lease{}, err
+	}
+	reason = cmp.Or(reason, ReasonOwnerExit)
+	if reason != ReasonOwnerExit && reason != ReasonClientCancelled {
+		return Lease{}, errActionInvalid("reason", "use owner_exit or client_cancelled.")
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	l, err := s.store.Release(ctx, FenceRequest{OwnerHash: hash, KeyID: key.ID, Generation: generation, Reason: reason, Now: s.now()})
+	if err != nil {
+		return Lease{}, err
+	}
+	s.wrote(ctx, l)
+	return l, nil
+}
+
+// Status returns the owner's active lease of generation under key; an
+// inactive, foreign or stale one → 409 LEASE_FENCE_STALE.
+func (s *Leases) Status(ctx context.Context, key services.APIKey, owner string, generation int64) (Lease, error) {
+	hash, err := s.fenceArgs(key, owner, generation)
+	if err != nil {
+		return Lease{}, err
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return s.store.Status(ctx, FenceRequest{OwnerHash: hash, KeyID: key.ID, Generation: generation, Now: s.now()})
+}
+
+// Check is the fence check of an inference request of a lease-managed key,
+// run before routing and again right before dispatch. It reads the mirror:
+// no live lease for owner → 409 LEASE_REQUIRED; a lease of another key or
+// generation → 409 LEASE_FENCE_STALE. A binding the key no longer allows is
+// invalidated (authorization_changed) and answers LEASE_REQUIRED. owner and
+// generation are header values already parsed (ParseOwner, ParseGeneration);
+// an empty owner or generation 0 → 400 LEASE_CONTEXT_REQUIRED.
+func (s *Leases) Check(ctx context.Context, key services.APIKey, owner string, generation int64) (Lease, error) {
+	hash, err := s.context(key, owner)
+	if err != nil {
+		return Lease{}, err
+	}
+	switch {
+	case generation == 0:
+		return Lease{}, errContextRequired(GenerationHeader)
+	case generation < 0 || generation > MaxGeneration:
+		return Lease{}, errContextInvalid(GenerationHeader)
+	}
+	now := s.now()
+	s.mu.RLock()
+	l, ok := s.byOwner[hash]
+	s.mu.RUnlock()
+	switch {
+	case !ok || !l.Live(now):
+		return Lease{}, errRequired()
+	case l.KeyID != key.ID || l.Generation != generation:
+		return Lease{}, errFenceStale()
+	case !key.AllowsConnection(l.ConnectionID):
+		if _, err := s.Invalidate(ctx, l.ConnectionID, ReasonAuthorizationChanged); err != nil {
+			return Lease{}, err
+		}
+		return Lease{}, errRequired()
+	}
+	return l, nil
+}
+
+// Invalidate ends the active lease of a connection that can never serve it
+// again (connection_ineligible, authorization_changed, admin_ended, …) and
+// returns how many leases ended (0 or 1).
+func (s *Leases) Invalidate(ctx context.Context, connID, reason string) (int, error) {
+	if !slices.Contains(invalidationReasons, reason) {
+		return 0, fmt.Errorf("leases: invalidation reason %q not allowed", reason)
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	ended, err := s.store.Invalidate(ctx, connID, reason, s.now())
+	if err != nil {
+		return 0, err
+	}
+	s.wrote(ctx, ended...)
+	return len(ended), nil
+}
+
+// InvalidateKey ends every active lease of a client key (revoked →
+// managed_key_revoked, deleted, lease scope removed) and returns how many.
+func (s *Leases) InvalidateKey(ctx context.Context, keyID, reason string) (int, error) {
+	if !slices.Contains(invalidationReasons, reason) {
+		return 0, fmt.Errorf("leases: invalidation reason %q not allowed", reason)
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	ended, err := s.store.InvalidateKey(ctx, keyID, reason, s.now())
+	if err != nil {
+		return 0, err
+	}
+	s.wrote(ctx, ended...)
+	return len(ended), nil
+}
+
+// Expire marks due leases expired in the store (a sweep; reads already treat
+// them as over) and returns how many.
+func (s *Leases) Expire(ctx context.Context) (int, error) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	n, err := s.store.Expire(ctx, s.now())
+	if err != nil {
+		return 0, err
+	}
+	s.wrote(ctx)
+	return n, nil
+}
+
+// HeldByOthers reports, from memory, whether connID is actively leased by a
+// key other than keyID. Unmanaged traffic (and pins) skip such connections.
+func (s *Leases) HeldByOthers(connID, keyID string) bool {
+	now := s.now()
+	s.mu.RLock()
+	l, ok := s.byConn[connID]
+	s.mu.RUnlock()
+	return ok && l.Live(now) && l.KeyID != keyID
+}
+
+// Active returns the live leases, ordered by connection id.
+func (s *Leases) Active() []Lease {
+	now := s.now()
+	s.mu.RLock()
+	out := make([]Lease, 0, len(s.byConn))
+	for _, l := range s.byConn {
+		if l.Live(now) {
+			out = append(out, l)
+		}
+	}
+	s.mu.RUnlock()
+	slices.SortFunc(out, func(a, b Lease) int { return cmp.Compare(a.ConnectionID, b.ConnectionID) })
+	return out
+}
+
+// context validates the key and the owner token and returns its hash.
+func (s *Leases) context(key services.APIKey, owner string) (string, error) {
+	if err := CheckKey(key); err != nil {
+		return "", err
+	}
+	if _, err := ParseOwner(owner); err != nil {
+		return "", err
+	}
+	return HashOwner(owner), nil
+}
+
+// fenceArgs validates the arguments of renew, release and status, whose
+// generation is a body field.
+func (s *Leases) fenceArgs(key services.APIKey, owner string, generation int64) (string, error) {
+	hash, err := s.context(key, owner)
+	if err != nil {
+		return "", err
+	}
+	if generation < 1 || generation > MaxGeneration {
+		return "", errActionInvalid("generation", "use the positive generation the lease was acquired with.")
+	}
+	return hash, nil
+}
+
+func allowedCandidates(key services.APIKey, candidates []string) []string {
+	out := make([]string, 0, len(candidates))
+	for _, c := range dedupe(candidates) {
+		if key.AllowsConnection(c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}

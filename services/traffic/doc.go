@@ -1,0 +1,15 @@
+// Package traffic owns Switchyard's admission gates on the request path
+// (20-resilience §0.1 step 4): the per-connection concurrency slots of
+// max_concurrent (§8, Slots) and the opt-in per-limiter-key request queue of
+// rate-limit protection (§10, Queues), with the limits it learns from upstream
+// x-ratelimit-* headers.
+//
+// Everything here is memory only except the learned limits, which are
+// exposed as a snapshot (Queues.Learned, Queues.Restore) for a store to
+// persist. The errors it returns are local limits (*LimitError): they never
+// penalise a connection, provider or model (BD 2).
+//
+// It imports the standard library, golang.org/x/time/rate and the services
+// root (Clock, RateLimitOverrides) only; never an HTTP framework, ORM,
+// template engine or services/resilience.
+package traffic
