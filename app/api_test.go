@@ -203,7 +203,9 @@ type apiRoute struct {
 	ok                        int
 }
 
-func (r apiRoute) path() string { return strings.Replace(r.pattern, ":id", r.id, 1) }
+func (r apiRoute) path() string {
+	return strings.Replace(strings.Replace(r.pattern, ":id", r.id, 1), ":provider", r.id, 1)
+}
 func (r apiRoute) String() string {
 	return r.method + " " + r.pattern
 }
@@ -218,6 +220,20 @@ func apiRoutes(f fixture) []apiRoute {
 		{"POST", "/api/connections", "", `{"provider":"anthropic","name":"new","apiKey":"sk-ant-0000000000000000"}`, 201},
 		{"GET", "/api/connections/:id", f.conn, "", 200},
 		{"PATCH", "/api/connections/:id", f.conn, `{"name":"renamed","priority":3}`, 200},
+		{"POST", "/api/connections/:id/reset", f.conn, "", 200},
+		{"GET", "/api/resilience", "", "", 200},
+		{"PATCH", "/api/resilience", "", `{"modelLockout":{"enabled":true}}`, 200},
+		{"GET", "/api/settings", "", "", 200},
+		{"PATCH", "/api/settings", "", `{"routing":{"maxAttemptsPerRequest":20}}`, 200},
+		{"GET", "/api/feature-flags", "", "", 200},
+		{"PATCH", "/api/feature-flags", "", `{"modelLockout":true}`, 200},
+		{"POST", "/api/resilience/reset", "", "", 200},
+		{"POST", "/api/resilience/breakers/reset", "", "", 200},
+		{"POST", "/api/resilience/breakers/:provider/reset", "openai", "", 200},
+		{"GET", "/api/resilience/model-cooldowns", "", "", 200},
+		{"DELETE", "/api/resilience/model-cooldowns", "", `{"all":true}`, 200},
+		{"GET", "/api/resilience/cooldowns", "", "", 200},
+		{"POST", "/api/resilience/cooldowns", "", `{"all":true}`, 200},
 		{"DELETE", "/api/connections/:id", f.conn2, "", 204},
 		{"GET", "/api/combos", "", "", 200},
 		{"POST", "/api/combos/reorder", "", `{"ids":["` + f.combo2 + `","` + f.combo + `"]}`, 200},

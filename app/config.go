@@ -25,6 +25,9 @@ type Config struct {
 	AdminPassword    string // SWITCHYARD_ADMIN_PASSWORD (first password only)
 	PrivateUpstreams string // --allow-private-upstreams / SWITCHYARD_PRIVATE_UPSTREAMS
 	LogRetentionDays int    // SWITCHYARD_LOG_RETENTION_DAYS
+	// Getenv is the environment the settings documents read their env
+	// overrides from (nil = none).
+	Getenv func(string) string
 
 	egress *services.EgressGuard
 }
@@ -52,6 +55,7 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 	if fs.NArg() > 0 {
 		return Config{}, fmt.Errorf("flags: unexpected argument %q", fs.Arg(0))
 	}
+	cfg.Getenv = getenv
 	cfg.SecretKey = getenv("SWITCHYARD_SECRET_KEY")
 	cfg.AdminPassword = getenv("SWITCHYARD_ADMIN_PASSWORD")
 	var problems []error

@@ -35,6 +35,6 @@ func (s *Server) wireGateway(ctx context.Context, seed uint64) error {
 	s.conns.OnChange(reload)
 	s.combos.OnChange(reload)
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	s.gateway = gateway.New(s.clock, reg, gateway.NewUpstream(s.egress, Version), accounts.NewSelector(rng), s.logSink)
+	s.gateway = gateway.New(s.clock, reg, gateway.NewUpstream(s.egress, Version), accounts.NewSelector(rng), s.resilience, s.logSink, s.metrics)
 	return nil
 }

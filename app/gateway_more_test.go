@@ -68,6 +68,7 @@ func TestAllConnectionsFailingGivesTypedError(t *testing.T) {
 		t.Fatalf("%d %v %s", resp.StatusCode, resp.Header, b)
 	}
 	f.fu.Script("fk-b", fakeupstream.Step{Status: 502})
+	f.app.Clock.Advance(time.Hour) // both connections cooled down after the first request
 	resp = f.post(t, chatBody)
 	b, _ = io.ReadAll(resp.Body)
 	if resp.StatusCode != 502 || !strings.Contains(string(b), `"code":"upstream_error"`) {
@@ -75,6 +76,7 @@ func TestAllConnectionsFailingGivesTypedError(t *testing.T) {
 	}
 	// A caller fault is relayed at once and stops the request.
 	f.fu.Reset()
+	f.app.Clock.Advance(time.Hour)
 	f.fu.Script("fk-a", fakeupstream.Step{Status: 400, ErrorCode: "context_length_exceeded", ErrorMessage: "too long"})
 	resp = f.post(t, chatBody)
 	b, _ = io.ReadAll(resp.Body)

@@ -14,7 +14,7 @@ func (s *Server) routes() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(s.log, s.dashboard)
-	e.Use(requestID, recoverer)
+	e.Use(requestID, recoverer, s.metrics.httpMiddleware)
 
 	// Public probes and assets.
 	e.GET("/healthz", s.healthz)
@@ -31,6 +31,7 @@ func (s *Server) routes() *echo.Echo {
 
 	// Management API: admin session (with cross-origin protection) or a manage key.
 	e.GET("/api/monitoring/health", s.monitoringHealth)
+	e.GET("/metrics", s.metrics.handler(), apiAuth(s.auth, s.keys, s.cookies, services.ScopeManage, services.ScopeMetrics))
 	api := e.Group("/api", apiAuth(s.auth, s.keys, s.cookies, services.ScopeManage))
 	s.apiRoutes(api)
 

@@ -10,6 +10,8 @@ import (
 // group already carries apiAuth (admin cookie with cross-origin protection,
 // or a Bearer key with scope manage).
 func (s *Server) apiRoutes(g *echo.Group) {
+	s.settingsRoutes(g, s.settingsSvc)
+	s.resilienceRoutes(g)
 	api := &handlers.API{Conns: s.conns, Combos: s.combos, Keys: s.keys, Clock: s.clock, Log: s.log.With("component", "api")}
 
 	// Connections (§5).
@@ -35,4 +37,18 @@ func (s *Server) apiRoutes(g *echo.Group) {
 	g.PATCH("/keys/:id", api.UpdateKey)
 	g.POST("/keys/:id/revoke", api.RevokeKey)
 	g.DELETE("/keys/:id", api.DeleteKey)
+}
+
+// resilienceRoutes registers the resilience state routes (40-admin-api §3).
+func (s *Server) resilienceRoutes(g *echo.Group) {
+	h := &handlers.ResilienceAPI{API: &handlers.API{Conns: s.conns, Combos: s.combos, Keys: s.keys, Clock: s.clock,
+		Log: s.log.With("component", "api")}, Engine: s.resilience}
+	g.POST("/resilience/reset", h.Reset)
+	g.POST("/resilience/breakers/reset", h.ResetBreakers)
+	g.POST("/resilience/breakers/:provider/reset", h.ResetBreaker)
+	g.GET("/resilience/model-cooldowns", h.ModelCooldowns)
+	g.DELETE("/resilience/model-cooldowns", h.ReEnableModels)
+	g.GET("/resilience/cooldowns", h.Cooldowns)
+	g.POST("/resilience/cooldowns", h.ClearCooldowns)
+	g.POST("/connections/:id/reset", h.ResetConnection)
 }

@@ -22,6 +22,7 @@ import (
 	"switchyard/services"
 	"switchyard/services/gateway"
 	"switchyard/services/requestlog"
+	"switchyard/services/resilience"
 )
 
 // Options carry what differs between production and tests.
@@ -37,27 +38,30 @@ type Options struct {
 
 // Server is a built Switchyard: services wired, routes registered.
 type Server struct {
-	cfg       Config
-	log       *slog.Logger
-	clock     services.Clock
-	db        *gorm.DB
-	keyring   *services.Keyring
-	catalog   *services.CatalogueHolder
-	egress    *services.EgressGuard
-	settings  *models.SettingsStore
-	conns     *services.Connections
-	combos    *services.Combos
-	keys      *services.Keys
-	auth      *services.Auth
-	cookies   *cookieSessions
-	dashboard *handlers.Dashboard
-	gateway   *gateway.Gateway
-	logSink   gateway.LogSink
-	logStore  *models.RequestLogStore
-	logWriter *requestlog.Writer
-	v1        *handlers.V1
-	echo      *echo.Echo
-	startedAt time.Time
+	cfg         Config
+	log         *slog.Logger
+	clock       services.Clock
+	db          *gorm.DB
+	keyring     *services.Keyring
+	catalog     *services.CatalogueHolder
+	egress      *services.EgressGuard
+	settings    *models.SettingsStore
+	conns       *services.Connections
+	combos      *services.Combos
+	keys        *services.Keys
+	auth        *services.Auth
+	cookies     *cookieSessions
+	dashboard   *handlers.Dashboard
+	gateway     *gateway.Gateway
+	logSink     gateway.LogSink
+	logStore    *models.RequestLogStore
+	logWriter   *requestlog.Writer
+	metrics     *metrics
+	settingsSvc *resilience.SettingsService
+	resilience  *resilience.Engine
+	v1          *handlers.V1
+	echo        *echo.Echo
+	startedAt   time.Time
 
 	listenAddr atomic.Value // string
 	loopback   atomic.Bool
@@ -127,6 +131,10 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 	if err := s.auth.BootstrapPassword(ctx, s.cfg.AdminPassword); err != nil {
 		return err
 	}
+	s.metrics = newMetrics()
+	if err := s.wireResilience(ctx); err != nil {
+		return err
+	}
 	s.logStore = models.NewRequestLogStore(s.db)
 	s.logWriter = requestlog.New(s.logStore, s.log.With("component", "request-log"), requestlog.Options{})
 	s.logSink = logSink{s.logWriter}
@@ -170,6 +178,7 @@ func (s *Server) Close() error {
 		s.demo.Close()
 	}
 	s.keys.WaitTouches()
+	s.flushResilience(s.log)
 	if s.logWriter != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := s.logWriter.Close(ctx); err != nil {

@@ -1,119 +1,119 @@
 package gateway
 
 import (
+	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
 	"net/http"
 	"regexp"
-	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"switchyard/services"
+	"switchyard/services/resilience"
 )
 
-// Failure kinds of one dispatch and what the attempt loop does with them.
-type failKind int
+// result is how one dispatch ended, before classification.
+type result struct {
+	ok         bool
+	gone       bool // the client left
+	status     int  // upstream status; 0 for transport failures
+	transport  string
+	header     http.Header
+	body       []byte
+	detail     string // empty_response, malformed (synthetic 502)
+	message    string
+	postCommit bool
+	timeout    bool // our own target or idle timeout
+}
 
-const (
-	failNone       failKind = iota
-	failRetryConn           // try the next connection of this target (429, 5xx, auth, transport, timeout, bad body)
-	failNextTarget          // the model is unknown here: move to the next target (404)
-	failCaller              // the upstream rejected the request itself: relay and stop (400, 413, 422)
-	failClientGone          // the client left: stop, write nothing
-)
+func resOK() result   { return result{ok: true} }
+func resGone() result { return result{gone: true} }
 
-// failure describes one failed dispatch.
-type failure struct {
-	kind       failKind
-	status     int    // upstream status, 0 for transport failures
-	reason     string // rate_limit, server_error, auth_error, timeout, transport, not_found, malformed, empty_stream, caller_fault
-	code       string // upstream error code when it looks like one
-	message    string // sanitised upstream message
-	retryAfter time.Duration
-	hintSource string // header, body, or ""
+func resStatus(status int, h http.Header, body []byte) result {
+	return result{status: status, header: h, body: body}
+}
+
+// resBad is a synthetic 502 for an empty or unparsable upstream answer.
+func resBad(detail, msg string) result {
+	return result{status: 502, detail: detail, message: msg}
+}
+
+func resTransport(kind, msg string) result {
+	return result{transport: kind, message: msg, timeout: kind == resilience.TransportHeadersTimeout || kind == resilience.TransportIdleTimeout}
+}
+
+var errTargetTimeout = errors.New("target timeout")
+var errStreamIdle = errors.New("upstream stream idle")
+var errClientGone = errors.New("client closed request")
+
+// transportResult classifies a failed exchange: the client leaving, our own
+// timeouts, or a transport error of a known kind.
+func transportResult(ctx context.Context, err error) result {
+	cause := context.Cause(ctx)
+	switch {
+	case errors.Is(cause, errTargetTimeout):
+		return resTransport(resilience.TransportHeadersTimeout, "no answer within the target timeout")
+	case errors.Is(cause, errStreamIdle):
+		return resTransport(resilience.TransportIdleTimeout, "the upstream stream went silent")
+	case ctx.Err() != nil:
+		return resGone()
+	case errors.Is(err, ErrEgressRefused):
+		return resTransport(resilience.TransportDial, ErrEgressRefused.Error())
+	}
+	var op *net.OpError
+	var tlsErr *tls.CertificateVerificationError
+	var recErr tls.RecordHeaderError
+	switch {
+	case errors.As(err, &tlsErr) || errors.As(err, &recErr) || strings.Contains(err.Error(), "tls:"):
+		return resTransport(resilience.TransportTLS, "TLS handshake with the upstream failed")
+	case strings.Contains(err.Error(), "proxyconnect"):
+		return resTransport(resilience.TransportProxy, "the outbound proxy failed")
+	case errors.As(err, &op) && op.Op == "dial":
+		return resTransport(resilience.TransportDial, "could not connect to the upstream")
+	case errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		return resTransport(resilience.TransportReset, "the upstream closed the connection")
+	}
+	return resTransport(resilience.TransportReset, "connection to the upstream failed")
 }
 
 var upstreamCode = regexp.MustCompile(`^[a-z0-9_]{1,64}$`)
 
-// classifyStatus decides what a non-2xx upstream answer means. Resilience
-// rules (restatement, error rules, cooldowns) refine this later; here a
-// failed connection is only skipped for this request.
-func classifyStatus(status int, h http.Header, body []byte, now time.Time) failure {
-	f := failure{status: status}
-	f.code, f.message = parseUpstreamError(body)
-	if f.message == "" {
-		f.message = http.StatusText(status)
-	}
-	switch {
-	case status == 429:
-		f.kind, f.reason = failRetryConn, "rate_limit"
-		f.retryAfter, f.hintSource = retryAfterOf(h, now)
-	case status == 404:
-		f.kind, f.reason = failNextTarget, "not_found"
-	case status == 400 || status == 413 || status == 422:
-		f.kind, f.reason = failCaller, "caller_fault"
-	case status == 401 || status == 402 || status == 403 || status == 407:
-		f.kind, f.reason = failRetryConn, "auth_error"
-	case status == 408 || status == 504:
-		f.kind, f.reason = failRetryConn, "timeout"
-	case status >= 500:
-		f.kind, f.reason = failRetryConn, "server_error"
-		f.retryAfter, f.hintSource = retryAfterOf(h, now)
-	default:
-		f.kind, f.reason = failRetryConn, "upstream_error"
-	}
-	return f
-}
-
-// retryAfterOf reads Retry-After (seconds or HTTP-date), capped at one hour.
-func retryAfterOf(h http.Header, now time.Time) (time.Duration, string) {
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0, ""
-	}
-	var d time.Duration
-	if n, err := strconv.ParseFloat(v, 64); err == nil && n >= 0 {
-		d = time.Duration(n * float64(time.Second))
-	} else if t, err := http.ParseTime(v); err == nil {
-		d = t.Sub(now)
-	}
-	if d <= 0 {
-		return 0, ""
-	}
-	if d > time.Hour {
-		d = time.Hour
-	}
-	return d, "header"
-}
-
-// parseUpstreamError pulls code and message out of an OpenAI- or
-// Anthropic-shaped error body.
-func parseUpstreamError(body []byte) (code, msg string) {
+// parseUpstreamError pulls code, type and message out of an OpenAI-,
+// Anthropic- or Gemini-shaped error body.
+func parseUpstreamError(body []byte) (code, typ, msg string) {
 	var v struct {
 		Error json.RawMessage `json:"error"`
 	}
 	if json.Unmarshal(body, &v) != nil || len(v.Error) == 0 {
-		return "", Sanitize(string(body))
+		return "", "", Sanitize(string(body))
 	}
 	var e struct {
 		Code    any    `json:"code"`
 		Type    string `json:"type"`
+		Status  string `json:"status"`
 		Message string `json:"message"`
 	}
 	if json.Unmarshal(v.Error, &e) != nil {
 		var s string
 		if json.Unmarshal(v.Error, &s) == nil {
-			return "", Sanitize(s)
+			return "", "", Sanitize(s)
 		}
-		return "", ""
+		return "", "", ""
 	}
-	if s, ok := e.Code.(string); ok && upstreamCode.MatchString(s) {
-		code = s
-	} else if upstreamCode.MatchString(e.Type) {
-		code = e.Type
+	switch c := e.Code.(type) {
+	case string:
+		code = c
 	}
-	return code, Sanitize(e.Message)
+	typ = e.Type
+	if typ == "" {
+		typ = e.Status
+	}
+	return code, typ, Sanitize(e.Message)
 }
 
 var secretLike = regexp.MustCompile(`(?i)(sk-[A-Za-z0-9_\-]{6,}|bearer\s+[A-Za-z0-9._\-]+|key=[^\s&"]+|[A-Za-z0-9+/_\-]{32,})`)
@@ -131,64 +131,28 @@ func Sanitize(s string) string {
 	return secretLike.ReplaceAllString(s, "[redacted]")
 }
 
-// errClientGone marks a dispatch ended by the client's departure.
-var errClientGone = errors.New("client closed request")
-
-// finalError turns the last failure of an exhausted request into the
-// client-facing error (10-gateway-api §9.3).
-func finalError(last *failure, attempted int, excludedByTimer time.Duration, anyConnection bool) *services.GatewayError {
-	if last == nil {
-		if excludedByTimer > 0 {
-			return &services.GatewayError{Status: 503, Code: "all_targets_cooling_down", RetryAfter: ceilSeconds(excludedByTimer),
-				Message: "Every target is cooling down; retry after " + strconv.Itoa(ceilSeconds(excludedByTimer)) + " s."}
-		}
-		msg := "No connection can serve this request: add or enable a connection for its provider, or check the key's allowed connections."
-		if !anyConnection {
-			msg = "No enabled connection can serve this model; add one in the dashboard."
-		}
-		return &services.GatewayError{Status: 404, Code: "no_executable_targets", Message: msg}
+// failureOf turns a dispatch result into the classifier's input.
+func failureOf(r result, t target, c *services.Connection, toolCount int, now time.Time) resilience.Failure {
+	f := resilience.Failure{At: now}
+	f.Provider, f.ProviderClass = t.provider.ID, t.provider.AuthClass
+	f.PerModelQuota = t.provider.PerModelQuota || t.provider.PassthroughModels
+	f.Custom = t.provider.Custom
+	f.ConnectionID, f.Model = c.ID, t.model
+	f.Status, f.Transport, f.Header, f.Body, f.Detail = r.status, r.transport, r.header, r.body, r.detail
+	f.ToolCount = toolCount
+	f.Phase = resilience.PhasePreCommit
+	if r.postCommit {
+		f.Phase = resilience.PhasePostCommit
 	}
-	switch last.reason {
-	case "rate_limit":
-		ra := ceilSeconds(last.retryAfter)
-		return &services.GatewayError{Status: 429, Code: "upstream_rate_limited", RetryAfter: ra,
-			Message: "The upstream rate-limited every connection tried (429): " + last.message}
-	case "not_found":
-		return &services.GatewayError{Status: 404, Code: "model_not_found", Message: "The upstream does not know this model: " + last.message}
-	case "timeout":
-		return &services.GatewayError{Status: 504, Code: "upstream_timeout", Message: "The upstream did not answer in time."}
+	f.ClientAbort = r.gone
+	if len(r.body) > 0 {
+		f.Code, f.Type, f.Message = parseUpstreamError(r.body)
 	}
-	status := 502
-	if last.status >= 500 {
-		status = last.status
-		if status == 529 {
-			status = 503
-		}
-		if status > 599 {
-			status = 502
-		}
+	if f.Message == "" {
+		f.Message = r.message
 	}
-	msg := "The upstream failed"
-	if last.status > 0 {
-		msg += " with " + strconv.Itoa(last.status)
+	if f.Message == "" && r.status > 0 {
+		f.Message = http.StatusText(r.status)
 	}
-	if last.message != "" {
-		msg += ": " + last.message
-	}
-	e := &services.GatewayError{Status: status, Code: "upstream_error", Message: msg}
-	if status == 503 {
-		e.RetryAfter = max(1, ceilSeconds(last.retryAfter))
-	}
-	return e
-}
-
-func ceilSeconds(d time.Duration) int {
-	s := int((d + time.Second - 1) / time.Second)
-	if s < 1 {
-		s = 1
-	}
-	if s > 3600 {
-		s = 3600
-	}
-	return s
+	return f
 }

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 
 	"switchyard/services"
 	"switchyard/services/accounts"
+	"switchyard/services/resilience"
 )
 
 // Settings are the knobs the proxy path reads per request.
@@ -49,13 +49,18 @@ type Gateway struct {
 	reg      *Registry
 	up       *Upstream
 	sel      *accounts.Selector
+	res      *resilience.Engine
 	logs     LogSink
+	obs      Observer
 	settings atomic.Pointer[Settings]
 }
 
 // New builds the gateway.
-func New(clock services.Clock, reg *Registry, up *Upstream, sel *accounts.Selector, logs LogSink) *Gateway {
-	g := &Gateway{clock: clock, reg: reg, up: up, sel: sel, logs: logs}
+func New(clock services.Clock, reg *Registry, up *Upstream, sel *accounts.Selector, res *resilience.Engine, logs LogSink, obs Observer) *Gateway {
+	if obs == nil {
+		obs = nopObserver{}
+	}
+	g := &Gateway{clock: clock, reg: reg, up: up, sel: sel, res: res, logs: logs, obs: obs}
 	s := DefaultSettings()
 	g.settings.Store(&s)
 	return g
@@ -81,6 +86,7 @@ type Request struct {
 	Stream          bool
 	Route           Route
 	Received        time.Time
+	ToolCount       int
 }
 
 // target is one (provider, model[, connection]) the request may go to.
@@ -90,6 +96,8 @@ type target struct {
 	connID   string // "" = any connection of the provider
 	id       string // combo entry id, "" for direct
 }
+
+func (t target) name() string { return t.provider.ID + "/" + t.model }
 
 // expand lists the targets of a route in order. Combo entries are walked in
 // listed order, nested combos inline (cycle-safe, depth-limited); the
@@ -132,15 +140,61 @@ func expand(s *Snapshot, r Route) []target {
 	return out
 }
 
+// Exclusion is one element of diagnostics.excluded (10-gateway-api §9.2).
+type Exclusion struct {
+	Target       string  `json:"target"`
+	ConnectionID *string `json:"connectionId"`
+	Reason       string  `json:"reason"`
+	Detail       string  `json:"detail,omitempty"`
+	RetryAfterMs *int64  `json:"retryAfterMs"`
+}
+
+// Diagnostics explain a routing error.
+type Diagnostics struct {
+	PoolSize       int         `json:"poolSize"`
+	Attempted      int         `json:"attempted"`
+	RetryAfterMs   *int64      `json:"retryAfterMs"`
+	TerminalReason string      `json:"terminalReason"`
+	Excluded       []Exclusion `json:"excluded"`
+}
+
 // attemptState is what one client request accumulates while routing.
 type attemptState struct {
 	attempts   int
 	excluded   map[string]bool // connection ids failed in this request
 	failedProv map[string]bool // providers with a failure in this request
-	last       *failure
-	timerWait  time.Duration // shortest cooldown among connections skipped for a timer
-	anyConn    bool
+	skipModel  map[string]bool // models skipped after a next_model failure
+	last       *resilience.Outcome
+	lastRes    result
+	diag       []Exclusion
+	timerWait  time.Duration // earliest timer among exclusions
+	timers     map[string]bool
+	noTimer    bool // some exclusion is not a timer
 	log        *LogRecord
+}
+
+func (st *attemptState) exclude(t target, connID, reason, detail string, retryAfter time.Duration) {
+	e := Exclusion{Target: t.name(), Reason: reason, Detail: detail}
+	if connID != "" {
+		id := connID
+		e.ConnectionID = &id
+	}
+	if retryAfter > 0 {
+		ms := retryAfter.Milliseconds()
+		if ms < 1 {
+			ms = 1
+		}
+		e.RetryAfterMs = &ms
+		if st.timerWait == 0 || retryAfter < st.timerWait {
+			st.timerWait = retryAfter
+		}
+		st.timers[reason] = true
+	} else {
+		st.noTimer = true
+	}
+	if len(st.diag) < 64 {
+		st.diag = append(st.diag, e)
+	}
 }
 
 // ServeChat routes an OpenAI chat completion and writes the response.
@@ -148,7 +202,8 @@ func (g *Gateway) ServeChat(w http.ResponseWriter, r *http.Request, req *Request
 	set := g.settings.Load()
 	snap := g.reg.Snapshot()
 	rec := newLogRecord(req)
-	st := &attemptState{excluded: map[string]bool{}, failedProv: map[string]bool{}, log: rec}
+	st := &attemptState{excluded: map[string]bool{}, failedProv: map[string]bool{}, skipModel: map[string]bool{},
+		timers: map[string]bool{}, log: rec}
 	out := newClientWriter(w, r, req, set)
 	defer func() {
 		rec.finish(g.clock.Now(), out)
@@ -162,70 +217,175 @@ func (g *Gateway) ServeChat(w http.ResponseWriter, r *http.Request, req *Request
 		rec.Strategy = req.Route.Combo.Strategy
 	}
 	targets := expand(snap, req.Route)
-	for _, t := range targets {
-		for {
-			if st.attempts >= set.MaxAttempts {
-				g.fail(out, st, &services.GatewayError{Status: 503, Code: "all_targets_cooling_down", RetryAfter: 1,
-					Message: "The request used its attempt budget of " + strconv.Itoa(set.MaxAttempts) + " dispatches."})
-				return
-			}
-			conn := g.pick(snap, t, req, st, set)
-			if conn == nil {
-				break
-			}
-			res := g.dispatch(r.Context(), out, snap, t, conn, req, st, set)
-			switch res {
-			case failNone, failClientGone, failCaller:
-				return
-			case failNextTarget:
-				st.excluded[conn.ID] = true
-			}
-			if res == failNextTarget {
-				break
-			}
-			st.excluded[conn.ID] = true
+	for ti, t := range targets {
+		if st.skipModel[t.model] {
+			st.exclude(t, "", "failed", "same model failed with a caller error", 0)
+			continue
+		}
+		dispatched, lastReason, stop := g.walkTarget(r.Context(), out, snap, t, req, st, set)
+		if stop {
+			return
+		}
+		if dispatched && req.Route.Combo != nil && lastReason != "" {
+			g.res.FinalTargetFailure(t.provider.ID, t.provider.AuthClass, t.connID, lastReason,
+				lastReason == resilience.ReasonServerError && t.provider.PerModelQuota && st.lastRes.status == 500)
+		}
+		if ti < len(targets)-1 && dispatched {
+			g.obs.Failover("target")
 		}
 	}
 	if out.gone() {
 		return
 	}
-	g.fail(out, st, finalError(st.last, st.attempts, st.timerWait, st.anyConn))
+	g.fail(out, st, g.finalError(req, st))
+}
+
+// walkTarget tries the connections of one target until one serves, the
+// failover rule moves on, or nothing is left. stop = the request is over.
+func (g *Gateway) walkTarget(ctx context.Context, out *clientWriter, s *Snapshot, t target, req *Request, st *attemptState, set *Settings) (dispatched bool, lastReason resilience.Reason, stop bool) {
+	for {
+		if st.attempts >= set.MaxAttempts {
+			st.exclude(t, "", "attempt_cap", "", 0)
+			return dispatched, lastReason, false
+		}
+		adm, blk := g.res.AllowProvider(t.provider.ID, t.provider.AuthClass, t.connID)
+		if blk != nil {
+			if !dispatched {
+				st.exclude(t, "", blk.Reason, "", blk.RetryAfter)
+				g.obs.Excluded(blk.Reason)
+			}
+			return dispatched, lastReason, false
+		}
+		conn := g.pick(s, t, req, st, set, !dispatched)
+		if conn == nil {
+			g.res.Release(adm)
+			return dispatched, lastReason, false
+		}
+		dispatched = true
+		res := g.dispatch(ctx, out, t, conn, req, st, set)
+		switch {
+		case res.ok:
+			g.res.Success(ctx, adm, conn.ID, t.model)
+			g.obs.Attempt(t.provider.ID, "success")
+			return true, "", true
+		case res.gone:
+			g.res.Release(adm)
+			g.obs.Attempt(t.provider.ID, "aborted")
+			return true, "", true
+		}
+		g.obs.Attempt(t.provider.ID, "failure")
+		f := failureOf(res, t, conn, req.ToolCount, g.clock.Now())
+		outc := g.res.Failure(ctx, adm, refOf(conn), f, func() []resilience.ConnRef { return g.siblings(s, t.provider.ID) })
+		st.log.noteOutcome(outc)
+		g.obs.Failure(t.provider.ID, string(outc.Reason))
+		st.last, st.lastRes = &outc, res
+		st.failedProv[t.provider.ID] = true
+		st.excluded[conn.ID] = true
+		lastReason = outc.Reason
+		if out.committedUseful() || res.postCommit {
+			// Nothing is replayed after the first useful byte: end in band.
+			e := g.answerFor(req, st)
+			out.streamError(e)
+			st.log.Outcome, st.log.Status, st.log.ErrorCode = "upstream_error", 200, e.Code
+			return true, lastReason, true
+		}
+		switch outc.Failover {
+		case resilience.FailoverStop:
+			g.relayCallerError(out, st, res, outc)
+			return true, lastReason, true
+		case resilience.FailoverNextModel:
+			st.skipModel[t.model] = true
+			return true, lastReason, false
+		}
+		g.obs.Failover("connection")
+	}
+}
+
+func refOf(c *services.Connection) resilience.ConnRef {
+	return resilience.ConnRef{ID: c.ID, Provider: c.Provider, Profile: c.AuthClass, DisableCooling: c.DisableCooling,
+		ProxyURL: c.ProxyURL.Reveal(), EgressGroup: c.EgressGroup}
+}
+
+// siblings lists enabled connections of a provider for the egress lock.
+func (g *Gateway) siblings(s *Snapshot, provider string) []resilience.ConnRef {
+	var out []resilience.ConnRef
+	for _, c := range s.Connections(provider) {
+		if c.Enabled {
+			out = append(out, refOf(c))
+		}
+	}
+	return out
 }
 
 // pick chooses the next connection for a target, or nil when none is left.
-func (g *Gateway) pick(s *Snapshot, t target, req *Request, st *attemptState, set *Settings) *services.Connection {
-	now := g.clock.Now()
+// The connection gates of 30-routing §5 (7–9, 12) run here; when nothing is
+// eligible the target's exclusion names its soonest-ending blocker.
+func (g *Gateway) pick(s *Snapshot, t target, req *Request, st *attemptState, set *Settings, record bool) *services.Connection {
 	var eligible []accounts.Candidate
 	var byID map[string]*services.Connection
+	var soonest *resilience.Blocker
+	soonestConn := ""
+	allLocked, any := true, false
+	hard := ""
 	for _, c := range s.Connections(t.provider.ID) {
 		if t.connID != "" && c.ID != t.connID {
 			continue
 		}
-		if !c.Enabled || c.State.TerminalStatus != "" || !req.Key.AllowsConnection(c.ID) {
+		if !c.Enabled {
+			hard = "disabled"
 			continue
 		}
-		st.anyConn = true
+		if !req.Key.AllowsConnection(c.ID) {
+			hard = "not_allowed"
+			continue
+		}
 		if st.excluded[c.ID] {
 			continue
 		}
-		if until := c.State.RateLimitedUntil; until != nil && until.After(now) && !c.DisableCooling {
-			if d := until.Sub(now); st.timerWait == 0 || d < st.timerWait {
-				st.timerWait = d
+		if t.provider.Format != services.FormatOpenAI {
+			hard = "incompatible"
+			continue // anthropic-format upstreams need the translator
+		}
+		if b := g.res.ConnectionBlocker(t.provider.ID, c.ID, t.model); b != nil {
+			any = true
+			if b.RetryAfter <= 0 {
+				hard = b.Reason
+				allLocked = false
+				continue
+			}
+			if b.Reason != "model_lockout" {
+				allLocked = false
+			}
+			if soonest == nil || b.RetryAfter < soonest.RetryAfter {
+				soonest, soonestConn = b, c.ID
 			}
 			continue
 		}
-		if t.provider.Format != services.FormatOpenAI {
-			continue // anthropic-format upstreams need the translator
-		}
 		rt := g.reg.Runtime(c.ID)
 		eligible = append(eligible, accounts.Candidate{ID: c.ID, Priority: c.Priority, CreatedAt: c.CreatedAt,
-			BackoffLevel: c.State.BackoffLevel, LastUsedAt: rt.LastUsed(), InFlight: rt.InFlight(), SuccessRate: rt.SuccessRate()})
+			BackoffLevel: g.res.Cooldowns.State(c.ID).BackoffLevel, LastUsedAt: rt.LastUsed(), InFlight: rt.InFlight(), SuccessRate: rt.SuccessRate()})
 		if byID == nil {
 			byID = map[string]*services.Connection{}
 		}
 		byID[c.ID] = c
 	}
 	if len(eligible) == 0 {
+		if record {
+			switch {
+			case soonest != nil:
+				reason, detail := "unavailable", soonest.Reason
+				if soonest.Reason == "model_lockout" && allLocked && any {
+					reason, detail = "model_lockout", ""
+				}
+				st.exclude(t, soonestConn, reason, detail, soonest.RetryAfter)
+				g.obs.Excluded(soonest.Reason)
+			case hard != "":
+				st.exclude(t, "", "unavailable", hard, 0)
+				g.obs.Excluded(hard)
+			default:
+				st.exclude(t, "", "no_connection", "", 0)
+			}
+		}
 		return nil
 	}
 	strategy, sticky := set.FallbackStrategy, set.StickyLimit
@@ -254,11 +414,10 @@ func requestBody(req *Request, model string) ([]byte, error) {
 }
 
 // dispatch sends one upstream request and, on success, writes the response.
-func (g *Gateway) dispatch(ctx context.Context, out *clientWriter, s *Snapshot, t target, c *services.Connection, req *Request, st *attemptState, set *Settings) failKind {
+func (g *Gateway) dispatch(ctx context.Context, out *clientWriter, t target, c *services.Connection, req *Request, st *attemptState, set *Settings) result {
 	body, err := requestBody(req, t.model)
 	if err != nil {
-		g.fail(out, st, &services.GatewayError{Status: 400, Code: "invalid_request", Message: "The request body could not be re-encoded."})
-		return failCaller
+		return resBad("malformed", "the request body could not be re-encoded")
 	}
 	st.attempts++
 	start := g.clock.Now()
@@ -266,87 +425,72 @@ func (g *Gateway) dispatch(ctx context.Context, out *clientWriter, s *Snapshot, 
 	rt.lastUsedMs.Store(start.UnixMilli())
 	rt.inFlight.Add(1)
 	defer rt.inFlight.Add(-1)
-	at := st.log.startAttempt(t, c, start, req.Received)
+	at := st.log.startAttempt(t, c, start)
 	out.setDispatch(c.ID, t.provider.ID, t.model, st.attempts-1)
 
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	var f failure
+	var res result
 	if req.Stream {
-		f = g.relayStream(actx, cancel, out, t, c, body, set, st)
+		res = g.relayStream(actx, cancel, out, t, c, body, set, st)
 	} else {
-		f = g.forwardJSON(actx, cancel, out, t, c, body, set, st)
+		res = g.forwardJSON(actx, cancel, out, t, c, body, set, st)
 	}
-	at.finish(g.clock.Now(), f)
-	switch f.kind {
-	case failNone:
+	if !res.ok && !res.gone && out.committedUseful() {
+		res.postCommit = true
+	}
+	at.finish(g.clock.Now(), res)
+	if res.ok {
 		rt.successes.Add(1)
 		st.log.served(t, c, st.attempts)
-		return failNone
-	case failClientGone:
-		return failClientGone
-	case failCaller:
-		st.last = &f
-		code := "invalid_request"
-		if f.code != "" {
-			code = f.code
+		if d := out.ttfb(); d > 0 {
+			g.obs.TTFB(t.provider.ID, d)
 		}
-		status := f.status
-		msg := "The upstream rejected the request"
-		if f.message != "" {
-			msg += ": " + f.message
-		}
-		g.fail(out, st, &services.GatewayError{Status: status, Code: code, Message: msg})
-		return failCaller
+	} else if !res.gone {
+		rt.failures.Add(1)
 	}
-	rt.failures.Add(1)
-	st.last = &f
-	st.failedProv[t.provider.ID] = true
-	if out.committedUseful() {
-		// Nothing is replayed after the first useful byte: end in band.
-		out.streamError(finalError(&f, st.attempts, 0, true))
-		st.log.Outcome, st.log.Status, st.log.ErrorCode = "upstream_error", 200, finalError(&f, 0, 0, true).Code
-		return failClientGone
-	}
-	return f.kind
+	return res
 }
 
 // forwardJSON handles a non-stream dispatch: the whole body within the
 // target timeout, validated as JSON before anything reaches the client.
-func (g *Gateway) forwardJSON(ctx context.Context, cancel context.CancelCauseFunc, out *clientWriter, t target, c *services.Connection, body []byte, set *Settings, st *attemptState) failure {
+func (g *Gateway) forwardJSON(ctx context.Context, cancel context.CancelCauseFunc, out *clientWriter, t target, c *services.Connection, body []byte, set *Settings, st *attemptState) result {
 	timer := time.AfterFunc(set.TargetTimeout, func() { cancel(errTargetTimeout) })
 	defer timer.Stop()
 	resp, err := g.send(ctx, t, c, body, false)
 	if err != nil {
-		return g.transportFailure(ctx, err)
+		return transportResult(ctx, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		return classifyStatus(resp.StatusCode, resp.Header, b, g.clock.Now())
+		return resStatus(resp.StatusCode, resp.Header, b)
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return g.transportFailure(ctx, err)
+		return transportResult(ctx, err)
 	}
 	var probe struct {
 		Choices json.RawMessage `json:"choices"`
 		Usage   *usage          `json:"usage"`
+		Error   json.RawMessage `json:"error"`
 	}
-	if json.Unmarshal(b, &probe) != nil || len(probe.Choices) == 0 {
-		return failure{kind: failRetryConn, status: resp.StatusCode, reason: "malformed", message: "malformed or empty response body"}
+	if json.Unmarshal(b, &probe) != nil {
+		return resBad(resilience.DetailEmptyResponse, "malformed or empty response body")
+	}
+	if len(probe.Error) > 0 && string(probe.Error) != "null" {
+		// An error object with status 200, as some providers send.
+		return resStatus(502, resp.Header, b)
+	}
+	if len(probe.Choices) == 0 {
+		return resBad(resilience.DetailEmptyResponse, "malformed or empty response body")
 	}
 	st.log.addUsage(probe.Usage)
-	if !out.writeJSON(body200(b)) {
-		return failure{kind: failClientGone}
+	if !out.writeJSON(b) {
+		return resGone()
 	}
-	return failure{}
+	return resOK()
 }
-
-func body200(b []byte) []byte { return b }
-
-var errTargetTimeout = errors.New("target timeout")
-var errStreamIdle = errors.New("upstream stream idle")
 
 // send performs the HTTP exchange up to the response headers.
 func (g *Gateway) send(ctx context.Context, t target, c *services.Connection, body []byte, stream bool) (*http.Response, error) {
@@ -361,19 +505,21 @@ func (g *Gateway) send(ctx context.Context, t target, c *services.Connection, bo
 	return cl.Do(hreq)
 }
 
-// transportFailure classifies a failed exchange: the client leaving, our
-// own timeouts, or a transport error.
-func (g *Gateway) transportFailure(ctx context.Context, err error) failure {
-	cause := context.Cause(ctx)
-	switch {
-	case errors.Is(cause, errTargetTimeout) || errors.Is(cause, errStreamIdle):
-		return failure{kind: failRetryConn, reason: "timeout", message: "no answer within the timeout"}
-	case ctx.Err() != nil:
-		return failure{kind: failClientGone}
-	case errors.Is(err, ErrEgressRefused):
-		return failure{kind: failRetryConn, reason: "transport", message: ErrEgressRefused.Error()}
+// relayCallerError relays an upstream caller fault that stops the request.
+func (g *Gateway) relayCallerError(out *clientWriter, st *attemptState, res result, o resilience.Outcome) {
+	code, _, msg := parseUpstreamError(res.body)
+	if !upstreamCode.MatchString(code) {
+		code = "invalid_request"
 	}
-	return failure{kind: failRetryConn, reason: "transport", message: "connection to the upstream failed"}
+	status := o.Status
+	if status < 400 || status > 499 {
+		status = 400
+	}
+	text := "The upstream rejected the request"
+	if msg != "" {
+		text += ": " + msg
+	}
+	g.fail(out, st, &services.GatewayError{Status: status, Code: code, Message: text})
 }
 
 // fail writes the final error: an HTTP error before commit, an in-band
@@ -381,10 +527,16 @@ func (g *Gateway) transportFailure(ctx context.Context, err error) failure {
 func (g *Gateway) fail(out *clientWriter, st *attemptState, e *services.GatewayError) {
 	st.log.Status, st.log.ErrorCode = e.Status, e.Code
 	switch {
-	case e.Status >= 500 || e.Code == "upstream_rate_limited":
+	case e.Status >= 500 || e.Code == "upstream_rate_limited" || e.Code == "model_cooldown":
 		st.log.Outcome = "upstream_error"
 	default:
 		st.log.Outcome = "client_error"
+	}
+	if st.attempts == 0 {
+		switch e.Code {
+		case "provider_circuit_open", "model_cooldown", "all_targets_cooling_down", "no_executable_targets":
+			g.obs.PoolExhausted(e.Code)
+		}
 	}
 	if out.gone() {
 		return
@@ -394,4 +546,113 @@ func (g *Gateway) fail(out *clientWriter, st *attemptState, e *services.GatewayE
 		return
 	}
 	out.writeError(e)
+}
+
+// finalError decides the answer when routing ended without success
+// (30-routing §7).
+func (g *Gateway) finalError(req *Request, st *attemptState) *services.GatewayError {
+	e := g.answerFor(req, st)
+	ms := int64(e.RetryAfter) * 1000
+	d := Diagnostics{PoolSize: len(st.diag) + st.attempts, Attempted: st.attempts, TerminalReason: e.Code, Excluded: st.diag}
+	if st.timerWait > 0 {
+		ms = st.timerWait.Milliseconds()
+		d.RetryAfterMs = &ms
+	}
+	if d.Excluded == nil {
+		d.Excluded = []Exclusion{}
+	}
+	e.Diagnostics = d
+	return e
+}
+
+func (g *Gateway) answerFor(req *Request, st *attemptState) *services.GatewayError {
+	direct := req.Route.Combo == nil
+	timerSecs := func() int { return ceilSeconds(st.timerWait) }
+	if st.attempts == 0 {
+		switch {
+		case direct && st.timers["circuit_open"]:
+			return &services.GatewayError{Status: 503, Code: "provider_circuit_open", RetryAfter: timerSecs(),
+				Message: "The provider's circuit breaker is open after repeated failures; retry after " + strconv.Itoa(timerSecs()) + " s."}
+		case direct && st.timers["model_lockout"] && len(st.timers) == 1 && !st.noTimer:
+			return &services.GatewayError{Status: 429, Code: "model_cooldown", RetryAfter: timerSecs(),
+				Message: "This model is locked out on every connection; retry after " + strconv.Itoa(timerSecs()) + " s."}
+		case len(st.timers) > 0:
+			return &services.GatewayError{Status: 503, Code: "all_targets_cooling_down", RetryAfter: timerSecs(),
+				Message: "Every target is cooling down; retry after " + strconv.Itoa(timerSecs()) + " s."}
+		}
+		return &services.GatewayError{Status: 404, Code: "no_executable_targets",
+			Message: "No connection can serve this request: add or enable a connection for its provider, or check the key's allowed connections."}
+	}
+	last, res := st.last, st.lastRes
+	retryAfter := func() int {
+		switch {
+		case st.timerWait > 0:
+			return ceilSeconds(st.timerWait)
+		case last != nil && last.Hint > 0:
+			return ceilSeconds(last.Hint)
+		case last != nil && last.ClientRetryAfter > 0:
+			return ceilSeconds(last.ClientRetryAfter)
+		}
+		return 1
+	}
+	msg := res.message
+	if len(res.body) > 0 {
+		if _, _, m := parseUpstreamError(res.body); m != "" {
+			msg = m
+		}
+	}
+	status := 0
+	if last != nil {
+		status = last.Status
+	}
+	switch {
+	case last != nil && last.Reason == resilience.ReasonCallerError:
+		code, _, _ := parseUpstreamError(res.body)
+		if !upstreamCode.MatchString(code) {
+			code = "invalid_request"
+		}
+		return &services.GatewayError{Status: clampCaller(status), Code: code, Message: "The upstream rejected the request: " + msg}
+	case status == 0 && res.timeout:
+		return &services.GatewayError{Status: 504, Code: "upstream_timeout", Message: "The upstream did not answer in time."}
+	case status == 0:
+		return &services.GatewayError{Status: 502, Code: "upstream_error", Message: "The upstream failed: " + msg}
+	case status == 404 && last.Reason == resilience.ReasonNotFound:
+		return &services.GatewayError{Status: 404, Code: "model_not_found", Message: "The upstream does not know this model: " + msg}
+	case status == 429:
+		return &services.GatewayError{Status: 429, Code: "upstream_rate_limited", RetryAfter: retryAfter(),
+			Message: "The upstream rate-limited every connection tried (429): " + msg}
+	case status == 401 || status == 402 || status == 403 || status == 407:
+		return &services.GatewayError{Status: 502, Code: "upstream_error", Message: "The upstream refused Switchyard's credentials (" + strconv.Itoa(status) + "): " + msg}
+	case status == 504:
+		return &services.GatewayError{Status: 504, Code: "upstream_timeout", Message: "The upstream timed out (504)."}
+	case status >= 500:
+		s := status
+		if s == 529 || s > 599 {
+			s = 503
+		}
+		e := &services.GatewayError{Status: s, Code: "upstream_error", Message: "The upstream failed with " + strconv.Itoa(status) + ": " + msg}
+		if s == 503 {
+			e.RetryAfter = retryAfter()
+		}
+		return e
+	}
+	return &services.GatewayError{Status: 502, Code: "upstream_error", Message: "The upstream failed with " + strconv.Itoa(status) + ": " + msg}
+}
+
+func clampCaller(status int) int {
+	if status < 400 || status > 499 {
+		return 400
+	}
+	return status
+}
+
+func ceilSeconds(d time.Duration) int {
+	s := int((d + time.Second - 1) / time.Second)
+	if s < 1 {
+		s = 1
+	}
+	if s > 3600 {
+		s = 3600
+	}
+	return s
 }

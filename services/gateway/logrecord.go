@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"switchyard/services"
+	"switchyard/services/resilience"
 )
 
 // LogRecord is what the gateway knows about one client request when it
@@ -37,6 +38,7 @@ type LogRecord struct {
 	LatencyMs       int64
 	TtftMs          *int64
 	UpstreamMs      int64
+	current         int
 }
 
 // AttemptLog is one dispatch of a request.
@@ -52,13 +54,14 @@ type AttemptLog struct {
 	ErrorCode      string
 	HintSource     string
 	LatencyMs      int64
+	Effects        []resilience.Effect
 	start          time.Time
 }
 
 func newLogRecord(req *Request) *LogRecord {
 	r := &LogRecord{ID: req.ID, CreatedAt: req.Received, ClientRequestID: req.ClientRequestID, KeyID: req.Key.ID,
 		KeyName: req.Key.Name, KeyPrefix: req.Key.Prefix, Endpoint: req.Endpoint, Stream: req.Stream, RequestedModel: req.Model,
-		ResolvedKind: "direct"}
+		ResolvedKind: "direct", current: -1}
 	if req.Route.Combo != nil {
 		r.ResolvedKind = "combo"
 	} else {
@@ -72,7 +75,7 @@ type attemptHandle struct {
 	i   int
 }
 
-func (r *LogRecord) startAttempt(t target, c *services.Connection, now, received time.Time) attemptHandle {
+func (r *LogRecord) startAttempt(t target, c *services.Connection, now time.Time) attemptHandle {
 	r.AttemptLog = append(r.AttemptLog, AttemptLog{Seq: len(r.AttemptLog), TargetID: t.id, Provider: t.provider.ID,
 		Model: t.model, ConnectionID: c.ID, start: now})
 	r.Attempts = len(r.AttemptLog)
@@ -80,24 +83,39 @@ func (r *LogRecord) startAttempt(t target, c *services.Connection, now, received
 	return attemptHandle{rec: r, i: len(r.AttemptLog) - 1}
 }
 
-func (h attemptHandle) finish(now time.Time, f failure) {
+func (h attemptHandle) finish(now time.Time, res result) {
 	a := &h.rec.AttemptLog[h.i]
 	a.LatencyMs = now.Sub(a.start).Milliseconds()
-	a.UpstreamStatus = f.status
-	a.ErrorCode = f.code
-	a.HintSource = f.hintSource
-	switch f.kind {
-	case failNone:
+	a.UpstreamStatus = res.status
+	switch {
+	case res.ok:
 		a.Outcome = "success"
 		if a.UpstreamStatus == 0 {
 			a.UpstreamStatus = 200
 		}
 		h.rec.UpstreamMs = a.LatencyMs
-	case failClientGone:
+	case res.gone:
 		a.Outcome = "client_abort"
 	default:
-		a.Outcome = f.reason
-		a.Detail = f.message
+		a.Detail = res.message
+		if res.detail != "" {
+			a.Detail = res.detail
+		}
+	}
+	h.rec.current = h.i
+}
+
+// noteOutcome records the classification of the last failed attempt.
+func (r *LogRecord) noteOutcome(o resilience.Outcome) {
+	if r.current < 0 || r.current >= len(r.AttemptLog) {
+		return
+	}
+	a := &r.AttemptLog[r.current]
+	a.Outcome = string(o.Reason)
+	a.HintSource = o.HintSource
+	a.Effects = o.Effects
+	if o.Detail != "" {
+		a.Detail = o.Detail
 	}
 }
 

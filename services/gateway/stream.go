@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"switchyard/services"
+	"switchyard/services/resilience"
 )
 
 // maxPrelude bounds the non-useful events held before the commit.
@@ -74,7 +75,7 @@ func (p *chunkProbe) finished() bool {
 // relayStream performs a streaming dispatch: hold everything until the first
 // useful event (failover stays possible), then relay event by event. Keepalive
 // comments go out whenever the client has heard nothing for the idle interval.
-func (g *Gateway) relayStream(ctx context.Context, cancel context.CancelCauseFunc, out *clientWriter, t target, c *services.Connection, body []byte, set *Settings, st *attemptState) failure {
+func (g *Gateway) relayStream(ctx context.Context, cancel context.CancelCauseFunc, out *clientWriter, t target, c *services.Connection, body []byte, set *Settings, st *attemptState) result {
 	events := make(chan sseEvent, 16)
 	go g.readUpstream(ctx, t, c, body, events)
 
@@ -103,78 +104,78 @@ func (g *Gateway) relayStream(ctx context.Context, cancel context.CancelCauseFun
 		select {
 		case <-ctx.Done():
 			if out.gone() || ctx.Err() != nil && context.Cause(ctx) == context.Canceled {
-				return failure{kind: failClientGone}
+				return resGone()
 			}
-			return g.transportFailure(ctx, ctx.Err())
+			return transportResult(ctx, ctx.Err())
 		case now := <-ticker.C:
 			out.keepalive(now)
 			if out.gone() {
 				cancel(errClientGone)
-				return failure{kind: failClientGone}
+				return resGone()
 			}
 			if !out.committedUseful() && now.After(firstByteDeadline) {
 				cancel(errTargetTimeout)
-				return failure{kind: failRetryConn, reason: "timeout", message: "no useful byte within the target timeout"}
+				return resTransport(resilience.TransportHeadersTimeout, "no useful byte within the target timeout")
 			}
 			if set.StreamIdleTimeout > 0 && now.Sub(lastUpstream) > set.StreamIdleTimeout {
 				cancel(errStreamIdle)
-				return failure{kind: failRetryConn, reason: "timeout", message: "the upstream stream went silent"}
+				return resTransport(resilience.TransportIdleTimeout, "the upstream stream went silent")
 			}
 		case ev, ok := <-events:
 			if !ok {
-				return failure{kind: failRetryConn, reason: "transport", message: "upstream stream ended"}
+				return resTransport(resilience.TransportReset, "upstream stream ended")
 			}
 			lastUpstream = time.Now()
 			if !headersSeen {
 				headersSeen = true
 				if ev.err != nil {
-					return g.transportFailure(ctx, ev.err)
+					return transportResult(ctx, ev.err)
 				}
 				if ev.status < 200 || ev.status > 299 {
-					return classifyStatus(ev.status, ev.hdr, ev.body, g.clock.Now())
+					return resStatus(ev.status, ev.hdr, ev.body)
 				}
 				continue
 			}
 			if ev.err != nil {
 				if errors.Is(ev.err, io.EOF) && finished {
 					if !out.committedUseful() && !out.commitUseful(prelude) {
-						return failure{kind: failClientGone}
+						return resGone()
 					}
 					if !out.done() {
-						return failure{kind: failClientGone}
+						return resGone()
 					}
-					return failure{}
+					return resOK()
 				}
 				if !out.committedUseful() && errors.Is(ev.err, io.EOF) {
-					return failure{kind: failRetryConn, reason: "empty_stream", message: "empty stream"}
+					return resBad(resilience.DetailEmptyResponse, "empty stream")
 				}
 				if errors.Is(ev.err, io.EOF) {
-					return failure{kind: failRetryConn, reason: "transport", message: "the upstream stream ended before completion"}
+					return resTransport(resilience.TransportReset, "the upstream stream ended before completion")
 				}
-				return g.transportFailure(ctx, ev.err)
+				return transportResult(ctx, ev.err)
 			}
 			if bytes.Equal(ev.data, []byte("[DONE]")) {
 				if !finished {
 					if !out.committedUseful() {
-						return failure{kind: failRetryConn, reason: "empty_stream", message: "empty stream"}
+						return resBad(resilience.DetailEmptyResponse, "empty stream")
 					}
-					return failure{kind: failRetryConn, reason: "transport", message: "the upstream ended without a finish reason"}
+					return resTransport(resilience.TransportReset, "the upstream ended without a finish reason")
 				}
 				if !out.committedUseful() && !out.commitUseful(prelude) {
-					return failure{kind: failClientGone}
+					return resGone()
 				}
 				if !out.done() {
-					return failure{kind: failClientGone}
+					return resGone()
 				}
-				return failure{}
+				return resOK()
 			}
 			var probe chunkProbe
 			if err := json.Unmarshal(ev.data, &probe); err != nil {
-				return failure{kind: failRetryConn, reason: "malformed", message: "malformed stream chunk"}
+				return resBad(resilience.DetailMalformed, "malformed stream chunk")
 			}
 			if len(probe.Error) > 0 && string(probe.Error) != "null" {
-				code, msg := parseUpstreamError(append(append([]byte(`{"error":`), probe.Error...), '}'))
-				return failure{kind: failRetryConn, reason: "upstream_error", code: code, message: msg}
+				// An in-band error event: status 502 with the provider's error body.
+				return resStatus(502, nil, append(append([]byte(`{"error":`), probe.Error...), '}'))
 			}
 			if probe.Usage != nil {
 				st.log.addUsage(probe.Usage)
@@ -187,7 +188,7 @@ func (g *Gateway) relayStream(ctx context.Context, cancel context.CancelCauseFun
 			if out.committedUseful() {
 				if !out.frame(frame) {
 					cancel(errClientGone)
-					return failure{kind: failClientGone}
+					return resGone()
 				}
 				continue
 			}
@@ -196,7 +197,7 @@ func (g *Gateway) relayStream(ctx context.Context, cancel context.CancelCauseFun
 			if probe.useful() || preludeBytes > maxPrelude {
 				if !out.commitUseful(prelude) {
 					cancel(errClientGone)
-					return failure{kind: failClientGone}
+					return resGone()
 				}
 				prelude = nil
 			}

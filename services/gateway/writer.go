@@ -181,6 +181,16 @@ func errType(e *services.GatewayError) string {
 	return "invalid_request_error"
 }
 
+// ttfb is the time from the start to the first useful byte (0 when none).
+func (o *clientWriter) ttfb() time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.firstByte.IsZero() {
+		return 0
+	}
+	return o.firstByte.Sub(o.startedAt)
+}
+
 // writeJSON writes a complete non-stream success.
 func (o *clientWriter) writeJSON(b []byte) bool {
 	o.mu.Lock()

@@ -1,0 +1,216 @@
+package resilience
+
+import (
+	"context"
+	"time"
+
+	"switchyard/services"
+)
+
+// Engine applies the resilience mechanisms in the order of 20-resilience
+// §0.1 and §1.6. The gateway asks it before each dispatch whether a provider
+// and a connection may be used, and tells it how every dispatch ended.
+type Engine struct {
+	clock      services.Clock
+	Classifier *Classifier
+	Breakers   *Breakers
+	Gate       *WindowGate
+	Cooldowns  *Cooldowns
+	Lockouts   *Lockouts
+	doc        func() *Document
+	egress     func() EgressLockConfig
+	Hooks      EngineHooks
+}
+
+// EngineHooks observe applied penalties (metrics). Nil funcs are skipped.
+type EngineHooks struct {
+	Cooldown   func(provider string, reason Reason)
+	Lockout    func(provider string, reason Reason)
+	EgressLock func(provider string)
+	Classified func(provider string, reason Reason)
+}
+
+// NewEngine wires the mechanisms together.
+func NewEngine(clock services.Clock, cls *Classifier, br *Breakers, gate *WindowGate, cd *Cooldowns, lo *Lockouts,
+	doc func() *Document, egress func() EgressLockConfig) *Engine {
+	return &Engine{clock: clock, Classifier: cls, Breakers: br, Gate: gate, Cooldowns: cd, Lockouts: lo, doc: doc, egress: egress}
+}
+
+// ConnRef is what the engine needs to know of a connection.
+type ConnRef struct {
+	ID             string
+	Provider       string
+	Profile        Profile
+	DisableCooling bool
+	ProxyURL       string
+	EgressGroup    string
+}
+
+func (c ConnRef) group() string { return EgressGroupOf(c.ProxyURL, c.EgressGroup) }
+
+// Admission is a breaker admission of one dispatch; a probe must end with
+// Success, Failure or Release.
+type Admission struct {
+	Provider string
+	Probe    bool
+	Gen      uint64
+}
+
+// Blocker names why a target or connection is skipped and when that ends
+// (0 = not a timer).
+type Blocker struct {
+	Reason     string // circuit_open, provider_cooldown, model_lockout, cooling, banned, expired, credits_exhausted
+	RetryAfter time.Duration
+}
+
+// AllowProvider runs the target-level gates: breaker (§2) then window gate
+// (§3). connectionID is set when the target pins a connection.
+func (e *Engine) AllowProvider(provider string, profile Profile, connectionID string) (Admission, *Blocker) {
+	ok, probe, gen, ra := e.Breakers.Allow(provider, profile)
+	if !ok {
+		return Admission{}, &Blocker{Reason: "circuit_open", RetryAfter: ra}
+	}
+	adm := Admission{Provider: provider, Probe: probe, Gen: gen}
+	if blocked, wait := e.Gate.Blocked(provider, connectionID); blocked {
+		e.Release(adm)
+		return Admission{}, &Blocker{Reason: "provider_cooldown", RetryAfter: wait}
+	}
+	return adm, nil
+}
+
+// ConnectionBlocker runs the connection-level gates that resilience owns:
+// terminal state, model lockout (§7), cooldown (§4). nil = eligible.
+func (e *Engine) ConnectionBlocker(provider, connectionID, model string) *Blocker {
+	st := e.Cooldowns.State(connectionID)
+	if st.TerminalStatus != "" {
+		return &Blocker{Reason: st.TerminalStatus}
+	}
+	now := e.clock.Now()
+	if locked, until, _ := e.Lockouts.Locked(provider, connectionID, model); locked {
+		return &Blocker{Reason: "model_lockout", RetryAfter: until.Sub(now)}
+	}
+	if until, cooling := e.Cooldowns.Cooling(connectionID); cooling {
+		return &Blocker{Reason: "cooling", RetryAfter: until.Sub(now)}
+	}
+	return nil
+}
+
+// Release frees a breaker probe slot that did not dispatch or ended without a verdict.
+func (e *Engine) Release(adm Admission) {
+	if adm.Probe {
+		e.Breakers.ReleaseProbe(adm.Provider, adm.Gen)
+	}
+}
+
+// Success clears or decays state after a 2xx or the first useful stream byte.
+func (e *Engine) Success(ctx context.Context, adm Admission, connectionID, model string) {
+	e.Breakers.Success(adm.Provider, adm.Gen, adm.Probe)
+	e.Cooldowns.Success(ctx, connectionID)
+	e.Lockouts.Success(ctx, adm.Provider, connectionID, model)
+	e.Gate.Success(adm.Provider, connectionID)
+}
+
+// Effect records one state change a failure caused (request log effects[]).
+type Effect struct {
+	Kind           string    `json:"kind"` // connection_cooldown, model_lockout, terminal, breaker_counted, window_gate, egress_lock
+	Until          time.Time `json:"until,omitempty"`
+	LockKey        string    `json:"lockKey,omitempty"`
+	TerminalStatus string    `json:"terminalStatus,omitempty"`
+}
+
+// Outcome is the decision for one failed dispatch.
+type Outcome struct {
+	Classification
+	Effects []Effect
+}
+
+// Failure classifies one failed dispatch and applies it (§1.6): terminal
+// state, lockout override, penalty by scope, breaker, egress-group lock.
+// siblings lists other connections of listed providers (egress lock).
+func (e *Engine) Failure(ctx context.Context, adm Admission, conn ConnRef, f Failure, siblings func() []ConnRef) Outcome {
+	cls := e.Classifier.Classify(f)
+	out := Outcome{Classification: cls}
+	if e.Hooks.Classified != nil {
+		e.Hooks.Classified(conn.Provider, cls.Reason)
+	}
+	penalising := cls.Reason != ReasonClientAbort && cls.Reason != ReasonLocalLimit && cls.Reason != ReasonCallerError &&
+		f.Phase != PhasePostCommit
+	if !penalising {
+		e.Release(adm)
+		return out
+	}
+	doc := e.doc()
+	lockCfg := doc.Lockout()
+	scope := cls.Scope
+	// Lockout override: lock the model instead of cooling the connection.
+	if lockCfg.Enabled && lockCfg.LocksStatus(cls.Status) && !cls.ScopeFixed && scope == ScopeConnection && cls.Terminal == "" &&
+		(cls.Reason == ReasonRateLimit || cls.Reason == ReasonForbidden || cls.Reason == ReasonModelCapacity || cls.Reason == ReasonServerError) {
+		scope = ScopeModel
+		cls.LockScope = ""
+	}
+	cls.Scope = scope
+	out.Classification = cls
+	newEpisode := true
+	switch {
+	case cls.Terminal != "" || scope == ScopeConnection:
+		eff := e.Cooldowns.Apply(ctx, ConnInfo{ID: conn.ID, Provider: conn.Provider, Profile: conn.Profile, DisableCooling: conn.DisableCooling,
+			AutoDisableBanned: doc.AutoDisableBannedAccounts, Message: f.Message, Code: f.Code}, cls)
+		newEpisode = eff.NewEpisode
+		if eff.EnteredTerminal {
+			out.Effects = append(out.Effects, Effect{Kind: "terminal", TerminalStatus: eff.Terminal})
+		} else if eff.NewEpisode && !eff.Until.IsZero() {
+			out.Effects = append(out.Effects, Effect{Kind: "connection_cooldown", Until: eff.Until})
+			if e.Hooks.Cooldown != nil {
+				e.Hooks.Cooldown(conn.Provider, cls.Reason)
+			}
+		}
+	case scope == ScopeModel:
+		applied, rec, ne := e.Lockouts.Apply(ctx, conn.Provider, conn.ID, f.Model, cls)
+		newEpisode = !applied || ne
+		if applied && ne {
+			out.Effects = append(out.Effects, Effect{Kind: "model_lockout", Until: rec.Until, LockKey: rec.LockKey.String()})
+			if e.Hooks.Lockout != nil {
+				e.Hooks.Lockout(conn.Provider, cls.Reason)
+			}
+		}
+	case scope == ScopeProvider:
+		e.Gate.ProviderScope(conn.Provider, conn.Profile, cls.CooldownMs)
+		out.Effects = append(out.Effects, Effect{Kind: "window_gate"})
+	}
+	e.Breakers.Failure(adm.Provider, conn.Profile, adm.Gen, adm.Probe, cls.Breaker, newEpisode, string(cls.Reason))
+	if cls.Breaker && newEpisode {
+		out.Effects = append(out.Effects, Effect{Kind: "breaker_counted"})
+	}
+	if cfg := e.egress(); EgressLockTriggered(cfg, conn.Provider, cls) && siblings != nil {
+		group := conn.group()
+		var sib []ConnInfo
+		for _, s := range siblings() {
+			if s.ID != conn.ID && s.group() == group {
+				sib = append(sib, ConnInfo{ID: s.ID, Provider: s.Provider, Profile: s.Profile, DisableCooling: s.DisableCooling})
+			}
+		}
+		failing := ConnInfo{ID: conn.ID, Provider: conn.Provider, Profile: conn.Profile, DisableCooling: conn.DisableCooling}
+		if cooled := e.Cooldowns.ApplyEgressLock(ctx, failing, sib, cls.Hint); len(cooled) > 0 {
+			out.Effects = append(out.Effects, Effect{Kind: "egress_lock"})
+			if e.Hooks.EgressLock != nil {
+				e.Hooks.EgressLock(conn.Provider)
+			}
+		}
+	}
+	return out
+}
+
+// FinalTargetFailure feeds the window gate with a combo target's final
+// failure (§3); single-model requests never write it.
+func (e *Engine) FinalTargetFailure(provider string, profile Profile, connectionID string, reason Reason, perModelQuota500 bool) {
+	e.Gate.RecordFinalFailure(provider, profile, connectionID, reason, perModelQuota500)
+}
+
+// Waitable reports whether a reason's timer may be waited out (§1.4, §9).
+func Waitable(reason Reason) bool {
+	switch reason {
+	case ReasonRateLimit, ReasonModelCapacity, ReasonServerError, ReasonTransient:
+		return true
+	}
+	return false
+}
