@@ -95,6 +95,7 @@ func TestChat429FailsOverToSecondConnection(t *testing.T) {
 	f.fu.Script("fk-limited", fakeupstream.Step{Status: 429, RetryAfter: "7"})
 	for _, body := range []string{chatBody, streamBody} {
 		f.fu.Reset()
+		f.app.Clock.Advance(time.Hour) // the first connection's cooldown from the previous round is over
 		resp := f.post(t, body)
 		io.ReadAll(resp.Body)
 		if resp.StatusCode != 200 {

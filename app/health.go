@@ -14,6 +14,7 @@ import (
 
 	"switchyard/migrations"
 	"switchyard/services"
+	"switchyard/services/resilience"
 )
 
 // healthReport is the admin body of GET /api/monitoring/health. Sections for
@@ -30,6 +31,36 @@ type healthReport struct {
 	KeyID    string         `json:"secretKeyId"`
 	Listen   string         `json:"listenAddr"`
 	Counts   map[string]int `json:"counts"`
+
+	Breakers            []resilience.BreakerStatus    `json:"breakers"`
+	WindowGate          []resilience.WindowGateStatus `json:"windowGate"`
+	CoolingConnections  []healthCooling               `json:"coolingConnections"`
+	TerminalConnections []healthTerminal              `json:"terminalConnections"`
+	ModelLockouts       struct {
+		Active int `json:"active"`
+	} `json:"modelLockouts"`
+	RequestLog struct {
+		QueueDepth int64 `json:"queueDepth"`
+		Dropped    int64 `json:"dropped"`
+	} `json:"requestLog"`
+}
+
+type healthCooling struct {
+	ID               string `json:"id"`
+	Provider         string `json:"provider"`
+	Name             string `json:"name"`
+	RateLimitedUntil string `json:"rateLimitedUntil"`
+	RemainingMs      int64  `json:"remainingMs"`
+	BackoffLevel     int    `json:"backoffLevel"`
+	LastErrorReason  string `json:"lastErrorReason"`
+}
+
+type healthTerminal struct {
+	ID             string `json:"id"`
+	Provider       string `json:"provider"`
+	Name           string `json:"name"`
+	TerminalStatus string `json:"terminalStatus"`
+	TerminalAt     string `json:"terminalAt,omitempty"`
 }
 
 type healthDatabase struct {
@@ -53,15 +84,13 @@ type healthCache struct {
 	value healthReport
 }
 
-var reportCache healthCache
-
 // Report builds the health report (Health page and API twin).
 func (s *Server) Report(ctx context.Context) healthReport {
-	reportCache.mu.Lock()
-	defer reportCache.mu.Unlock()
+	s.health.mu.Lock()
+	defer s.health.mu.Unlock()
 	now := s.clock.Now()
-	if !reportCache.at.IsZero() && now.Sub(reportCache.at) < time.Second && reportCache.value.Version != "" {
-		return reportCache.value
+	if !s.health.at.IsZero() && now.Sub(s.health.at) < time.Second && s.health.value.Version != "" {
+		return s.health.value
 	}
 	r := healthReport{Status: "ok", Reasons: []string{}, Time: now.UTC().Format("2006-01-02T15:04:05.000Z"), Version: Version,
 		UptimeS: int64(now.Sub(s.startedAt).Seconds()), Demo: s.cfg.Demo, KeyID: s.keyring.KeyID(), Listen: s.listenAddr.Load().(string)}
@@ -83,20 +112,49 @@ func (s *Server) Report(ctx context.Context) healthReport {
 	runtime.ReadMemStats(&ms)
 	r.Runtime = healthRuntime{GoVersion: runtime.Version(), Goroutines: runtime.NumGoroutine(), HeapInuseBytes: ms.HeapInuse}
 	r.Counts = map[string]int{}
+	r.Breakers = s.resilience.Breakers.All()
+	r.WindowGate = s.resilience.Gate.Entries()
+	r.CoolingConnections, r.TerminalConnections = []healthCooling{}, []healthTerminal{}
+	r.ModelLockouts.Active = s.resilience.Lockouts.Count()
+	st := s.logWriter.Stats()
+	r.RequestLog.QueueDepth, r.RequestLog.Dropped = st.QueueDepth, st.Dropped
+	for _, b := range r.Breakers {
+		if b.State == resilience.BreakerOpen || b.State == resilience.BreakerHalfOpen {
+			r.Reasons = append(r.Reasons, "breaker_open:"+b.Provider)
+		}
+	}
 	if cs, err := s.conns.List(ctx, services.ConnectionFilter{}); err == nil {
 		r.Counts["connections"] = len(cs)
 		terminal := 0
 		for _, c := range cs {
-			if c.Enabled && c.State.TerminalStatus != "" {
-				terminal++
+			cst := s.resilience.Cooldowns.State(c.ID)
+			switch {
+			case cst.TerminalStatus != "":
+				if c.Enabled {
+					terminal++
+				}
+				t := healthTerminal{ID: c.ID, Provider: c.Provider, Name: c.Name, TerminalStatus: cst.TerminalStatus}
+				if cst.TerminalAt != nil {
+					t.TerminalAt = cst.TerminalAt.UTC().Format("2006-01-02T15:04:05.000Z")
+				}
+				r.TerminalConnections = append(r.TerminalConnections, t)
+			case cst.RateLimitedUntil != nil && cst.RateLimitedUntil.After(now):
+				r.CoolingConnections = append(r.CoolingConnections, healthCooling{ID: c.ID, Provider: c.Provider, Name: c.Name,
+					RateLimitedUntil: cst.RateLimitedUntil.UTC().Format("2006-01-02T15:04:05.000Z"), RemainingMs: cst.RateLimitedUntil.Sub(now).Milliseconds(),
+					BackoffLevel: cst.BackoffLevel, LastErrorReason: cst.LastErrorReason})
 			}
 		}
-		if terminal > 0 && r.Status == "ok" {
-			r.Status = "degraded"
+		if terminal > 0 {
 			r.Reasons = append(r.Reasons, "terminal_connections:"+itoa(terminal))
 		}
 	}
-	reportCache.at, reportCache.value = now, r
+	if st.Dropped > 0 {
+		r.Reasons = append(r.Reasons, "request_log_drops")
+	}
+	if r.Status == "ok" && len(r.Reasons) > 0 {
+		r.Status = "degraded"
+	}
+	s.health.at, s.health.value = now, r
 	return r
 }
 

@@ -63,6 +63,7 @@ type Server struct {
 	echo        *echo.Echo
 	startedAt   time.Time
 
+	health     healthCache
 	listenAddr atomic.Value // string
 	loopback   atomic.Bool
 	demo       *demoEnv
@@ -233,3 +234,6 @@ func (s *Server) RequestLogs() *models.RequestLogStore { return s.logStore }
 
 // RequestLogStats reports the batch writer's counters.
 func (s *Server) RequestLogStats() requestlog.Stats { return s.logWriter.Stats() }
+
+// Resilience returns the resilience engine (tests, runtime pages).
+func (s *Server) Resilience() *resilience.Engine { return s.resilience }

@@ -114,8 +114,10 @@ func (c CustomProvider) AsProvider() Provider {
 	if c.Format == FormatAnthropic {
 		name = "Custom Anthropic-compatible"
 	}
+	// A custom node accepts any model id (resolution never needs a list),
+	// but it is not a passthrough aggregator: its 429s concern the account.
 	return Provider{ID: c.ID, Alias: c.ID, Name: name + " (" + c.ID + ")", Format: c.Format,
-		AuthHeader: header, AuthClass: c.AuthClass, PassthroughModels: true, ListsModels: c.Format == FormatOpenAI, Custom: true,
+		AuthHeader: header, AuthClass: c.AuthClass, ListsModels: c.Format == FormatOpenAI, Custom: true,
 		Models: append([]string(nil), c.Models...)}
 }
 
