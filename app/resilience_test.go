@@ -317,4 +317,3 @@ func (h *httpAdmin) do(method, path, body string, want int) map[string]any {
 	json.Unmarshal(b, &m)
 	return m
 }
-
