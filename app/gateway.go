@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"math/rand/v2"
+	"sync/atomic"
+	"time"
 
 	"switchyard/services"
 	"switchyard/services/accounts"
@@ -36,5 +38,64 @@ func (s *Server) wireGateway(ctx context.Context, seed uint64) error {
 	s.combos.OnChange(reload)
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	s.gateway = gateway.New(s.clock, reg, gateway.NewUpstream(s.egress, Version), accounts.NewSelector(rng), s.resilience, s.logSink, s.metrics)
+	s.gwSettings = &gatewaySettings{src: s.settingsSvc.General}
+	s.gateway.UseSettingsSource(func() *gateway.Settings { return &s.gwSettings.get().set })
 	return nil
+}
+
+// gatewaySettings derives the proxy settings from the general settings
+// document, once per document version, so a PATCH /api/settings applies to
+// the next request without a restart and costs nothing per request.
+type gatewaySettings struct {
+	src  func() *services.GeneralSettings
+	last atomic.Pointer[derivedSettings]
+}
+
+type derivedSettings struct {
+	from *services.GeneralSettings
+	set  gateway.Settings
+	lim  gateway.Limits
+}
+
+func (g *gatewaySettings) get() *derivedSettings {
+	doc := g.src()
+	if d := g.last.Load(); d != nil && d.from == doc {
+		return d
+	}
+	d := &derivedSettings{from: doc, set: gateway.DefaultSettings(), lim: gateway.DefaultLimits()}
+	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+	d.set.KeepaliveIdle = ms(doc.Stream.KeepaliveIdleMs)
+	d.set.WriteTimeout = ms(doc.Stream.WriteTimeoutMs)
+	d.set.StreamIdleTimeout = ms(doc.Upstream.StreamIdleTimeoutMs)
+	if doc.Routing.MaxAttemptsPerRequest > 0 {
+		d.set.MaxAttempts = doc.Routing.MaxAttemptsPerRequest
+	}
+	if doc.Routing.FallbackStrategy != "" {
+		d.set.FallbackStrategy = doc.Routing.FallbackStrategy
+	}
+	if doc.Routing.StickyRoundRobinLimit > 0 {
+		d.set.StickyLimit = doc.Routing.StickyRoundRobinLimit
+	}
+	d.set.ProviderStrategy = map[string]gateway.ProviderStrategy{}
+	for p, ps := range doc.Routing.ProviderStrategies {
+		var v gateway.ProviderStrategy
+		if ps.FallbackStrategy != nil {
+			v.FallbackStrategy = *ps.FallbackStrategy
+		}
+		if ps.StickyRoundRobinLimit != nil {
+			v.StickyLimit = *ps.StickyRoundRobinLimit
+		}
+		d.set.ProviderStrategy[p] = v
+	}
+	if doc.Limits.MaxBodyBytes > 0 {
+		d.lim.MaxBodyBytes = doc.Limits.MaxBodyBytes
+	}
+	if doc.Limits.MaxJSONDepth > 0 {
+		d.lim.MaxJSONDepth = doc.Limits.MaxJSONDepth
+	}
+	if doc.Limits.MaxMessages > 0 {
+		d.lim.MaxMessages = doc.Limits.MaxMessages
+	}
+	g.last.Store(d)
+	return d
 }

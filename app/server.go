@@ -58,6 +58,7 @@ type Server struct {
 	logWriter   *requestlog.Writer
 	metrics     *metrics
 	settingsSvc *resilience.SettingsService
+	gwSettings  *gatewaySettings
 	resilience  *resilience.Engine
 	v1          *handlers.V1
 	echo        *echo.Echo
@@ -136,13 +137,14 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 	if err := s.wireResilience(ctx); err != nil {
 		return err
 	}
+	s.metrics.reg.MustRegister(newStateCollector(s))
 	s.logStore = models.NewRequestLogStore(s.db)
 	s.logWriter = requestlog.New(s.logStore, s.log.With("component", "request-log"), requestlog.Options{})
 	s.logSink = logSink{s.logWriter}
 	if err := s.wireGateway(ctx, opts.Seed); err != nil {
 		return err
 	}
-	s.v1 = &handlers.V1{Keys: s.keys, Gateway: s.gateway, Clock: s.clock, Limits: gateway.DefaultLimits}
+	s.v1 = &handlers.V1{Keys: s.keys, Gateway: s.gateway, Clock: s.clock, Limits: func() gateway.Limits { return s.gwSettings.get().lim }}
 	if s.cfg.Demo {
 		if s.demo, err = startDemo(ctx, s); err != nil {
 			return fmt.Errorf("demo: %w", err)

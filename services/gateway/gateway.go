@@ -53,6 +53,7 @@ type Gateway struct {
 	logs     LogSink
 	obs      Observer
 	settings atomic.Pointer[Settings]
+	source   atomic.Pointer[func() *Settings]
 }
 
 // New builds the gateway.
@@ -66,11 +67,27 @@ func New(clock services.Clock, reg *Registry, up *Upstream, sel *accounts.Select
 	return g
 }
 
-// SetSettings replaces the settings (applies to requests that start later).
-func (g *Gateway) SetSettings(s Settings) { g.settings.Store(&s) }
+// SetSettings fixes the settings (applies to requests that start later);
+// it replaces any settings source.
+func (g *Gateway) SetSettings(s Settings) {
+	g.source.Store(nil)
+	g.settings.Store(&s)
+}
+
+// UseSettingsSource makes every request read its settings from src, which
+// must be cheap (the app caches the derived value per document revision).
+func (g *Gateway) UseSettingsSource(src func() *Settings) { g.source.Store(&src) }
+
+// current returns the settings a new request uses.
+func (g *Gateway) current() *Settings {
+	if src := g.source.Load(); src != nil {
+		return (*src)()
+	}
+	return g.settings.Load()
+}
 
 // Settings returns the current settings.
-func (g *Gateway) Settings() Settings { return *g.settings.Load() }
+func (g *Gateway) Settings() Settings { return *g.current() }
 
 // Registry returns the snapshot registry.
 func (g *Gateway) Registry() *Registry { return g.reg }
@@ -170,6 +187,7 @@ type attemptState struct {
 	timerWait  time.Duration // earliest timer among exclusions
 	timers     map[string]bool
 	noTimer    bool // some exclusion is not a timer
+	lastTarget string
 	log        *LogRecord
 }
 
@@ -199,7 +217,7 @@ func (st *attemptState) exclude(t target, connID, reason, detail string, retryAf
 
 // ServeChat routes an OpenAI chat completion and writes the response.
 func (g *Gateway) ServeChat(w http.ResponseWriter, r *http.Request, req *Request) {
-	set := g.settings.Load()
+	set := g.current()
 	snap := g.reg.Snapshot()
 	rec := newLogRecord(req)
 	st := &attemptState{excluded: map[string]bool{}, failedProv: map[string]bool{}, skipModel: map[string]bool{},
@@ -217,7 +235,7 @@ func (g *Gateway) ServeChat(w http.ResponseWriter, r *http.Request, req *Request
 		rec.Strategy = req.Route.Combo.Strategy
 	}
 	targets := expand(snap, req.Route)
-	for ti, t := range targets {
+	for _, t := range targets {
 		if st.skipModel[t.model] {
 			st.exclude(t, "", "failed", "same model failed with a caller error", 0)
 			continue
@@ -229,9 +247,6 @@ func (g *Gateway) ServeChat(w http.ResponseWriter, r *http.Request, req *Request
 		if dispatched && req.Route.Combo != nil && lastReason != "" {
 			g.res.FinalTargetFailure(t.provider.ID, t.provider.AuthClass, t.connID, lastReason,
 				lastReason == resilience.ReasonServerError && t.provider.PerModelQuota && st.lastRes.status == 500)
-		}
-		if ti < len(targets)-1 && dispatched {
-			g.obs.Failover("target")
 		}
 	}
 	if out.gone() {
@@ -262,6 +277,14 @@ func (g *Gateway) walkTarget(ctx context.Context, out *clientWriter, s *Snapshot
 			return dispatched, lastReason, false
 		}
 		dispatched = true
+		if st.lastTarget != "" {
+			kind := "target"
+			if st.lastTarget == t.name() {
+				kind = "connection"
+			}
+			g.obs.Failover(kind)
+		}
+		st.lastTarget = t.name()
 		res := g.dispatch(ctx, out, t, conn, req, st, set)
 		switch {
 		case res.ok:
@@ -297,7 +320,6 @@ func (g *Gateway) walkTarget(ctx context.Context, out *clientWriter, s *Snapshot
 			st.skipModel[t.model] = true
 			return true, lastReason, false
 		}
-		g.obs.Failover("connection")
 	}
 }
 

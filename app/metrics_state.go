@@ -1,0 +1,92 @@
+package app
+
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"switchyard/services"
+	"switchyard/services/resilience"
+)
+
+// stateCollector reads live resilience state at scrape time, so the request
+// path maintains no gauges.
+type stateCollector struct {
+	s           *Server
+	breaker     *prometheus.Desc
+	connections *prometheus.Desc
+	lockouts    *prometheus.Desc
+	windowGate  *prometheus.Desc
+	logDepth    *prometheus.Desc
+	logDropped  *prometheus.Desc
+}
+
+func newStateCollector(s *Server) *stateCollector {
+	return &stateCollector{s: s,
+		breaker:     prometheus.NewDesc("switchyard_breaker_state", "Provider breaker state: 0 closed, 1 degraded, 2 half-open, 3 open.", []string{"provider"}, nil),
+		connections: prometheus.NewDesc("switchyard_connections", "Connections by provider and status.", []string{"provider", "status"}, nil),
+		lockouts:    prometheus.NewDesc("switchyard_model_lockouts_active", "Active model lockouts.", []string{"provider"}, nil),
+		windowGate:  prometheus.NewDesc("switchyard_window_gate_active", "Active window-gate entries.", []string{"provider"}, nil),
+		logDepth:    prometheus.NewDesc("switchyard_request_log_queue_depth", "Request-log entries waiting to be written.", nil, nil),
+		logDropped:  prometheus.NewDesc("switchyard_request_log_dropped_total", "Request-log entries dropped because the queue was full.", nil, nil),
+	}
+}
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.breaker, c.connections, c.lockouts, c.windowGate, c.logDepth, c.logDropped} {
+		ch <- d
+	}
+}
+
+var breakerValue = map[resilience.BreakerState]float64{resilience.BreakerClosed: 0, resilience.BreakerDegraded: 1, resilience.BreakerHalfOpen: 2, resilience.BreakerOpen: 3}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.s
+	if s.resilience == nil {
+		return
+	}
+	for _, b := range s.resilience.Breakers.All() {
+		ch <- prometheus.MustNewConstMetric(c.breaker, prometheus.GaugeValue, breakerValue[b.State], b.Provider)
+	}
+	now := s.clock.Now()
+	counts := map[[2]string]float64{}
+	if list, err := s.conns.List(context.Background(), services.ConnectionFilter{}); err == nil {
+		for _, cn := range list {
+			st := s.resilience.Cooldowns.State(cn.ID)
+			status := services.StatusActive
+			switch {
+			case !cn.Enabled:
+				status = services.StatusDisabled
+			case st.TerminalStatus != "":
+				status = st.TerminalStatus
+			case st.RateLimitedUntil != nil && st.RateLimitedUntil.After(now):
+				status = services.StatusCooling
+			}
+			counts[[2]string{cn.Provider, status}]++
+		}
+	}
+	for k, v := range counts {
+		ch <- prometheus.MustNewConstMetric(c.connections, prometheus.GaugeValue, v, k[0], k[1])
+	}
+	locks := map[string]float64{}
+	for _, l := range s.resilience.Lockouts.List(resilience.LockFilter{}) {
+		locks[l.Provider]++
+	}
+	for p, v := range locks {
+		ch <- prometheus.MustNewConstMetric(c.lockouts, prometheus.GaugeValue, v, p)
+	}
+	gates := map[string]float64{}
+	for _, e := range s.resilience.Gate.Entries() {
+		if e.RetryAfterMs > 0 {
+			gates[e.Provider]++
+		}
+	}
+	for p, v := range gates {
+		ch <- prometheus.MustNewConstMetric(c.windowGate, prometheus.GaugeValue, v, p)
+	}
+	if s.logWriter != nil {
+		st := s.logWriter.Stats()
+		ch <- prometheus.MustNewConstMetric(c.logDepth, prometheus.GaugeValue, float64(st.QueueDepth))
+		ch <- prometheus.MustNewConstMetric(c.logDropped, prometheus.CounterValue, float64(st.Dropped))
+	}
+}
