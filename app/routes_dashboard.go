@@ -8,6 +8,8 @@ import "github.com/labstack/echo/v4"
 func (s *Server) dashboardRoutes(g *echo.Group) {
 	d := s.dashboard
 	g.GET("/", d.OverviewPage)
+	s.runtimeRoutes(g)
+	s.settingsPageRoutes(g)
 
 	// Connections (§6.4).
 	g.GET("/connections", d.ConnectionsPage)

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"switchyard/services"
+	"switchyard/services/resilience"
 	"switchyard/views"
 )
 
@@ -22,6 +24,14 @@ type Dashboard struct {
 	Combos  *services.Combos
 	Keys    *services.Keys
 	Clock   services.Clock
+	// Engine is the resilience state (runtime pages, re-enable and reset actions).
+	Engine *resilience.Engine
+	// Settings owns the resilience and general settings documents and the flags.
+	Settings *resilience.SettingsService
+	// Logs reads the request log.
+	Logs services.RequestLogStore
+	// HealthReport builds the same report as GET /api/monitoring/health (admin body).
+	HealthReport func(ctx context.Context) any
 	Version string
 	Demo    bool
 	// PlainHTTP is set when the listener is not on loopback and TLS is off.
