@@ -233,6 +233,8 @@ func apiRoutes(f fixture) []apiRoute {
 		{"GET", "/api/resilience/model-cooldowns", "", "", 200},
 		{"DELETE", "/api/resilience/model-cooldowns", "", `{"all":true}`, 200},
 		{"GET", "/api/resilience/cooldowns", "", "", 200},
+		{"GET", "/api/concurrency", "", "", 200},
+		{"POST", "/api/concurrency/reset", "", `{"target":"all"}`, 200},
 		{"POST", "/api/resilience/cooldowns", "", `{"all":true}`, 200},
 		{"DELETE", "/api/connections/:id", f.conn2, "", 204},
 		{"GET", "/api/combos", "", "", 200},

@@ -21,6 +21,7 @@ func (l logSink) Record(r *gateway.LogRecord) {
 		Status: r.Status, Outcome: r.Outcome, ErrorCode: r.ErrorCode, Attempts: r.Attempts,
 		PromptTokens: r.PromptTokens, CachedTokens: r.CachedTokens, CompletionTokens: r.CompletionTok, ReasoningTokens: r.ReasoningTokens,
 		LatencyMs: r.LatencyMs, TtftMs: r.TtftMs, UpstreamLatencyMs: r.UpstreamMs, Warnings: []string{},
+		AffinityHit: r.AffinityHit, LeaseManaged: r.LeaseManaged,
 	}
 	if r.Provider != "" {
 		e.UpstreamFormat = "openai-chat"

@@ -62,7 +62,8 @@ func TestRetryAfterCoolsTheConnectionExactly(t *testing.T) {
 	f.app.Clock.Advance(7 * time.Second)
 	f.fu.Script("fk-a", fakeupstream.Step{})
 	f.fu.Reset()
-	resp = f.post(t, chatBody)
+	// A new conversation: no affinity pin from the requests above applies.
+	resp = f.post(t, `{"model":"fake/m1","messages":[{"role":"user","content":"a new conversation"}]}`)
 	io.ReadAll(resp.Body)
 	if resp.Header.Get("X-Switchyard-Selected-Connection-Id") != f.conns["fk-a"].ID {
 		t.Fatal("recovered connection not used again")

@@ -24,6 +24,7 @@ func (s *Server) routes() *echo.Echo {
 	for _, p := range []string{"/v1/chat/completions", "/chat/completions"} {
 		e.POST(p, s.v1.ChatCompletions)
 	}
+	e.POST("/v1/session-leases", s.v1.SessionLeases)
 	e.GET("/v1/models", s.v1.Models)
 	e.GET("/v1/models/*", s.v1.Model)
 	e.Any("/v1/*", s.v1.NotFound)

@@ -12,6 +12,7 @@ import (
 func (s *Server) apiRoutes(g *echo.Group) {
 	s.settingsRoutes(g, s.settingsSvc)
 	s.resilienceRoutes(g)
+	s.concurrencyRoutes(g)
 	api := &handlers.API{Conns: s.conns, Combos: s.combos, Keys: s.keys, Clock: s.clock, Log: s.log.With("component", "api")}
 
 	// Connections (§5).

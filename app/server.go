@@ -20,9 +20,12 @@ import (
 	"switchyard/handlers"
 	"switchyard/models"
 	"switchyard/services"
+	"switchyard/services/affinity"
 	"switchyard/services/gateway"
+	"switchyard/services/leases"
 	"switchyard/services/requestlog"
 	"switchyard/services/resilience"
+	"switchyard/services/traffic"
 )
 
 // Options carry what differs between production and tests.
@@ -59,6 +62,10 @@ type Server struct {
 	metrics     *metrics
 	settingsSvc *resilience.SettingsService
 	gwSettings  *gatewaySettings
+	slots       *traffic.Slots
+	queues      *traffic.Queues
+	pins        *affinity.Pins
+	leases      *leases.Leases
 	resilience  *resilience.Engine
 	v1          *handlers.V1
 	echo        *echo.Echo
@@ -144,7 +151,11 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 	if err := s.wireGateway(ctx, opts.Seed); err != nil {
 		return err
 	}
-	s.v1 = &handlers.V1{Keys: s.keys, Gateway: s.gateway, Clock: s.clock, Limits: func() gateway.Limits { return s.gwSettings.get().lim }}
+	if err := s.wireTraffic(ctx); err != nil {
+		return err
+	}
+	s.v1 = &handlers.V1{Keys: s.keys, Gateway: s.gateway, Clock: s.clock, Limits: func() gateway.Limits { return s.gwSettings.get().lim },
+		Leases: s.leases, LeaseCandidates: s.leaseCandidates}
 	if s.cfg.Demo {
 		if s.demo, err = startDemo(ctx, s); err != nil {
 			return fmt.Errorf("demo: %w", err)

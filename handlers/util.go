@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"strconv"
@@ -12,3 +13,5 @@ type (
 )
 
 func itoa(v int) string { return strconv.Itoa(v) }
+
+func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }

@@ -17,7 +17,9 @@ import (
 	"golang.org/x/time/rate"
 
 	"switchyard/services"
+	"switchyard/services/affinity"
 	"switchyard/services/gateway"
+	"switchyard/services/leases"
 )
 
 // V1 is the client-facing API: key auth, per-key limits, body limits, then
@@ -27,6 +29,11 @@ type V1 struct {
 	Gateway *gateway.Gateway
 	Clock   services.Clock
 	Limits  func() gateway.Limits
+	// Leases owns exclusive session leases (nil = leases unavailable).
+	Leases *leases.Leases
+	// LeaseCandidates lists the key's connections of a provider that could
+	// serve model now (lease acquire).
+	LeaseCandidates func(key services.APIKey, provider, model string) []string
 
 	rpm  sync.Map // key id → *rate.Limiter
 	conc sync.Map // key id → *atomic.Int64
@@ -63,6 +70,9 @@ func (h *V1) authenticate(c echo.Context) (services.APIKey, error) {
 			msg = kerr.Error()
 		}
 		return services.APIKey{}, gwErr(401, "invalid_api_key", msg)
+	}
+	if c.Get("sy.lease-endpoint") == true {
+		return k, nil
 	}
 	if !k.HasScope(services.ScopeInference) {
 		return services.APIKey{}, gwErr(403, "insufficient_scope", "This API key lacks the inference scope.")
@@ -167,10 +177,65 @@ func (h *V1) chat(c echo.Context, received time.Time, key *services.APIKey, mode
 	if gerr != nil {
 		return gerr
 	}
+	leaseConn, err := h.leaseContext(c, k, route)
+	if err != nil {
+		return err
+	}
 	req := &gateway.Request{ID: RequestID(c), ClientRequestID: clientRequestID(c.Request()), Key: k, Endpoint: "/v1/chat/completions",
-		Body: top, Model: m, Stream: st, Route: route, Received: received}
+		Body: top, Model: m, Stream: st, Route: route, Received: received, Header: c.Request().Header, LeaseConnID: leaseConn}
+	if key, _, ok := affinity.SessionKey(c.Request().Header, top); ok {
+		req.SessionKey = key
+	}
 	h.Gateway.ServeChat(c.Response(), c.Request(), req)
 	return nil
+}
+
+// leaseContext applies the lease rules of an inference request (20-resilience
+// §6): a lease-managed key must present a live lease and is bound to its
+// connection; lease headers from any other key are refused.
+func (h *V1) leaseContext(c echo.Context, k services.APIKey, route gateway.Route) (string, error) {
+	hd := c.Request().Header
+	hasHeaders := hd.Get(leases.OwnerHeader) != "" || hd.Get(leases.GenerationHeader) != ""
+	if !k.HasScope(services.ScopeLeaseExclusive) {
+		if hasHeaders {
+			return "", leaseErr(leases.CheckKey(k))
+		}
+		return "", nil
+	}
+	if err := leases.CheckKey(k); err != nil {
+		return "", leaseErr(err)
+	}
+	if h.Leases == nil {
+		return "", gwErr(503, "internal_error", "Leases are not available.")
+	}
+	owner, err := leases.ParseOwner(hd.Get(leases.OwnerHeader))
+	if err != nil {
+		return "", leaseErr(err)
+	}
+	gen, err := leases.ParseGeneration(hd.Get(leases.GenerationHeader))
+	if err != nil {
+		return "", leaseErr(err)
+	}
+	if route.Combo != nil {
+		return "", gwErr(400, leases.CodeUnsupportedRoute, "A lease-managed key must name a provider/model, not a combo.")
+	}
+	l, err := h.Leases.Check(c.Request().Context(), k, owner, gen)
+	if err != nil {
+		return "", leaseErr(err)
+	}
+	if l.Provider != route.Provider.ID {
+		return "", gwErr(409, leases.CodeConnectionMismatch, "The leased connection belongs to another provider than the requested model.")
+	}
+	return l.ConnectionID, nil
+}
+
+// leaseErr converts a lease error into the gateway error shape.
+func leaseErr(err error) error {
+	var le *leases.Error
+	if errors.As(err, &le) {
+		return le.GatewayError()
+	}
+	return err
 }
 
 // clientRequestID keeps a client's X-Request-Id when it is ≤ 128 printable ASCII.

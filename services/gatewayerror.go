@@ -17,6 +17,8 @@ type GatewayError struct {
 	RetryAfter  int // seconds; > 0 sets Retry-After
 	Suggestions []string
 	Diagnostics any
+	// TopStatus is the top-level "status" extension ("waiting_for_capacity").
+	TopStatus string
 }
 
 func (e *GatewayError) Error() string { return e.Message }
@@ -108,6 +110,9 @@ func WriteGatewayError(w http.ResponseWriter, path string, e *GatewayError, requ
 		m := map[string]any{"error": inner}
 		if e.Diagnostics != nil {
 			m["diagnostics"] = e.Diagnostics
+		}
+		if e.TopStatus != "" {
+			m["status"] = e.TopStatus
 		}
 		body = m
 	}

@@ -15,6 +15,7 @@ import (
 
 	"switchyard/services"
 	"switchyard/services/resilience"
+	"switchyard/services/traffic"
 )
 
 // result is how one dispatch ended, before classification.
@@ -28,7 +29,8 @@ type result struct {
 	detail     string // empty_response, malformed (synthetic 502)
 	message    string
 	postCommit bool
-	timeout    bool // our own target or idle timeout
+	timeout    bool  // our own target or idle timeout
+	localErr   error // a Switchyard limiter refused (penalises nothing)
 }
 
 func resOK() result   { return result{ok: true} }
@@ -49,6 +51,7 @@ func resTransport(kind, msg string) result {
 
 var errTargetTimeout = errors.New("target timeout")
 var errStreamIdle = errors.New("upstream stream idle")
+var errExecTimeout = errors.New("request queue execution timeout")
 var errClientGone = errors.New("client closed request")
 
 // transportResult classifies a failed exchange: the client leaving, our own
@@ -58,6 +61,9 @@ func transportResult(ctx context.Context, err error) result {
 	switch {
 	case errors.Is(cause, errTargetTimeout):
 		return resTransport(resilience.TransportHeadersTimeout, "no answer within the target timeout")
+	case errors.Is(cause, errExecTimeout):
+		return result{localErr: &traffic.LimitError{Code: traffic.CodeExecutionTimeout, Status: 504,
+			Message: "The upstream did not send headers within requestQueue.maxWaitMs."}, message: "execution timeout"}
 	case errors.Is(cause, errStreamIdle):
 		return resTransport(resilience.TransportIdleTimeout, "the upstream stream went silent")
 	case ctx.Err() != nil:
@@ -145,6 +151,7 @@ func failureOf(r result, t target, c *services.Connection, toolCount int, now ti
 		f.Phase = resilience.PhasePostCommit
 	}
 	f.ClientAbort = r.gone
+	f.LocalErr = r.localErr
 	if len(r.body) > 0 {
 		f.Code, f.Type, f.Message = parseUpstreamError(r.body)
 	}

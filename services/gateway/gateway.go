@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"switchyard/services"
 	"switchyard/services/accounts"
 	"switchyard/services/resilience"
+	"switchyard/services/traffic"
 )
 
 // Settings are the knobs the proxy path reads per request.
@@ -54,6 +56,7 @@ type Gateway struct {
 	obs      Observer
 	settings atomic.Pointer[Settings]
 	source   atomic.Pointer[func() *Settings]
+	traffic  *Traffic
 }
 
 // New builds the gateway.
@@ -104,6 +107,12 @@ type Request struct {
 	Route           Route
 	Received        time.Time
 	ToolCount       int
+	// Header is the client's request header (session keys; never forwarded).
+	Header http.Header
+	// SessionKey is the normalised affinity session key, "" when none.
+	SessionKey string
+	// LeaseConnID is the connection bound by the key's exclusive lease.
+	LeaseConnID string
 }
 
 // target is one (provider, model[, connection]) the request may go to.
@@ -188,6 +197,8 @@ type attemptState struct {
 	timers     map[string]bool
 	noTimer    bool // some exclusion is not a timer
 	lastTarget string
+	onlyLocal  bool  // every failure so far was a local limit
+	localErr   error // the last local limiter error
 	log        *LogRecord
 }
 
@@ -221,7 +232,7 @@ func (g *Gateway) ServeChat(w http.ResponseWriter, r *http.Request, req *Request
 	snap := g.reg.Snapshot()
 	rec := newLogRecord(req)
 	st := &attemptState{excluded: map[string]bool{}, failedProv: map[string]bool{}, skipModel: map[string]bool{},
-		timers: map[string]bool{}, log: rec}
+		timers: map[string]bool{}, log: rec, onlyLocal: true}
 	out := newClientWriter(w, r, req, set)
 	defer func() {
 		rec.finish(g.clock.Now(), out)
@@ -290,6 +301,9 @@ func (g *Gateway) walkTarget(ctx context.Context, out *clientWriter, s *Snapshot
 		case res.ok:
 			g.res.Success(ctx, adm, conn.ID, t.model)
 			g.obs.Attempt(t.provider.ID, "success")
+			if pin := g.pinID(req, t.provider.ID); pin != "" {
+				_ = g.traffic.Pins.Pin(context.WithoutCancel(ctx), pin, req.Key.ID, t.provider.ID, conn.ID)
+			}
 			return true, "", true
 		case res.gone:
 			g.res.Release(adm)
@@ -305,6 +319,17 @@ func (g *Gateway) walkTarget(ctx context.Context, out *clientWriter, s *Snapshot
 		st.failedProv[t.provider.ID] = true
 		st.excluded[conn.ID] = true
 		lastReason = outc.Reason
+		if outc.Reason != resilience.ReasonLocalLimit {
+			st.onlyLocal = false
+			// The session leaves this connection: drop its pin (re-pinned on success).
+			if pin := g.pinID(req, t.provider.ID); pin != "" {
+				if id, ok := g.traffic.Pins.Lookup(pin); ok && id == conn.ID {
+					_ = g.traffic.Pins.Drop(context.WithoutCancel(ctx), pin)
+				}
+			}
+		} else {
+			st.localErr = res.localErr
+		}
 		if out.committedUseful() || res.postCommit {
 			// Nothing is replayed after the first useful byte: end in band.
 			e := g.answerFor(req, st)
@@ -364,6 +389,15 @@ func (g *Gateway) pick(s *Snapshot, t target, req *Request, st *attemptState, se
 		if st.excluded[c.ID] {
 			continue
 		}
+		if req.LeaseConnID != "" && c.ID != req.LeaseConnID {
+			continue
+		}
+		if g.heldByOthers(c.ID, req) {
+			if !dispatchedOnce(st) {
+				hard = "lease_busy"
+			}
+			continue
+		}
 		if t.provider.Format != services.FormatOpenAI {
 			hard = "incompatible"
 			continue // anthropic-format upstreams need the translator
@@ -419,9 +453,20 @@ func (g *Gateway) pick(s *Snapshot, t target, req *Request, st *attemptState, se
 			sticky = ps.StickyLimit
 		}
 	}
+	// An eligible affinity pin wins (a preference, never a wall: BD 7).
+	if pin := g.pinID(req, t.provider.ID); pin != "" {
+		if id, ok := g.traffic.Pins.Lookup(pin); ok {
+			if c, ok := byID[id]; ok {
+				st.log.AffinityHit = true
+				return c
+			}
+		}
+	}
 	id := g.sel.Pick(t.provider.ID, strategy, sticky, eligible, st.failedProv[t.provider.ID])
 	return byID[id]
 }
+
+func dispatchedOnce(st *attemptState) bool { return st.attempts > 0 }
 
 // requestBody rebuilds the upstream body for a target: the client's fields
 // with model replaced by the upstream model id.
@@ -450,13 +495,34 @@ func (g *Gateway) dispatch(ctx context.Context, out *clientWriter, t target, c *
 	at := st.log.startAttempt(t, c, start)
 	out.setDispatch(c.ID, t.provider.ID, t.model, st.attempts-1)
 
+	adm, err := g.admit(ctx, t, c, req)
+	if err != nil {
+		res := localLimit(ctx, err)
+		at.finish(g.clock.Now(), res)
+		return res
+	}
+	defer adm.done()
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	// requestQueue.maxWaitMs bounds dispatch → response headers (BD 14).
+	var execTimer *time.Timer
+	if adm.maxWait > 0 {
+		execTimer = time.AfterFunc(adm.maxWait, func() { cancel(errExecTimeout) })
+	}
+	onHeaders := func(status int, h http.Header) {
+		if execTimer != nil {
+			execTimer.Stop()
+		}
+		g.learn(adm, status, h)
+	}
 	var res result
 	if req.Stream {
-		res = g.relayStream(actx, cancel, out, t, c, body, set, st)
+		res = g.relayStream(actx, cancel, out, t, c, body, set, st, onHeaders)
 	} else {
-		res = g.forwardJSON(actx, cancel, out, t, c, body, set, st)
+		res = g.forwardJSON(actx, cancel, out, t, c, body, set, st, onHeaders)
+	}
+	if execTimer != nil {
+		execTimer.Stop()
 	}
 	if !res.ok && !res.gone && out.committedUseful() {
 		res.postCommit = true
@@ -476,7 +542,7 @@ func (g *Gateway) dispatch(ctx context.Context, out *clientWriter, t target, c *
 
 // forwardJSON handles a non-stream dispatch: the whole body within the
 // target timeout, validated as JSON before anything reaches the client.
-func (g *Gateway) forwardJSON(ctx context.Context, cancel context.CancelCauseFunc, out *clientWriter, t target, c *services.Connection, body []byte, set *Settings, st *attemptState) result {
+func (g *Gateway) forwardJSON(ctx context.Context, cancel context.CancelCauseFunc, out *clientWriter, t target, c *services.Connection, body []byte, set *Settings, st *attemptState, onHeaders func(int, http.Header)) result {
 	timer := time.AfterFunc(set.TargetTimeout, func() { cancel(errTargetTimeout) })
 	defer timer.Stop()
 	resp, err := g.send(ctx, t, c, body, false)
@@ -484,6 +550,7 @@ func (g *Gateway) forwardJSON(ctx context.Context, cancel context.CancelCauseFun
 		return transportResult(ctx, err)
 	}
 	defer resp.Body.Close()
+	onHeaders(resp.StatusCode, resp.Header)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		return resStatus(resp.StatusCode, resp.Header, b)
@@ -604,6 +671,10 @@ func (g *Gateway) answerFor(req *Request, st *attemptState) *services.GatewayErr
 		}
 		return &services.GatewayError{Status: 404, Code: "no_executable_targets",
 			Message: "No connection can serve this request: add or enable a connection for its provider, or check the key's allowed connections."}
+	}
+	var le *traffic.LimitError
+	if st.onlyLocal && errors.As(st.localErr, &le) {
+		return &services.GatewayError{Status: le.HTTPStatus(), Code: le.Code, Message: le.Message, RetryAfter: le.RetryAfterSeconds()}
 	}
 	last, res := st.last, st.lastRes
 	retryAfter := func() int {

@@ -38,6 +38,8 @@ type LogRecord struct {
 	LatencyMs       int64
 	TtftMs          *int64
 	UpstreamMs      int64
+	AffinityHit     bool
+	LeaseManaged    bool
 	current         int
 }
 
@@ -61,7 +63,7 @@ type AttemptLog struct {
 func newLogRecord(req *Request) *LogRecord {
 	r := &LogRecord{ID: req.ID, CreatedAt: req.Received, ClientRequestID: req.ClientRequestID, KeyID: req.Key.ID,
 		KeyName: req.Key.Name, KeyPrefix: req.Key.Prefix, Endpoint: req.Endpoint, Stream: req.Stream, RequestedModel: req.Model,
-		ResolvedKind: "direct", current: -1}
+		ResolvedKind: "direct", current: -1, LeaseManaged: req.LeaseConnID != ""}
 	if req.Route.Combo != nil {
 		r.ResolvedKind = "combo"
 	} else {

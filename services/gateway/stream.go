@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
 	"time"
 
 	"switchyard/services"
@@ -75,7 +76,7 @@ func (p *chunkProbe) finished() bool {
 // relayStream performs a streaming dispatch: hold everything until the first
 // useful event (failover stays possible), then relay event by event. Keepalive
 // comments go out whenever the client has heard nothing for the idle interval.
-func (g *Gateway) relayStream(ctx context.Context, cancel context.CancelCauseFunc, out *clientWriter, t target, c *services.Connection, body []byte, set *Settings, st *attemptState) result {
+func (g *Gateway) relayStream(ctx context.Context, cancel context.CancelCauseFunc, out *clientWriter, t target, c *services.Connection, body []byte, set *Settings, st *attemptState, onHeaders func(int, http.Header)) result {
 	events := make(chan sseEvent, 16)
 	go g.readUpstream(ctx, t, c, body, events)
 
@@ -131,6 +132,7 @@ func (g *Gateway) relayStream(ctx context.Context, cancel context.CancelCauseFun
 				if ev.err != nil {
 					return transportResult(ctx, ev.err)
 				}
+				onHeaders(ev.status, ev.hdr)
 				if ev.status < 200 || ev.status > 299 {
 					return resStatus(ev.status, ev.hdr, ev.body)
 				}

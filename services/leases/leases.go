@@ -157,7 +157,7 @@ func (e *Error) BodyStatus() string {
 // writes; Retry-After is whole seconds, rounded up.
 func (e *Error) GatewayError() *services.GatewayError {
 	return &services.GatewayError{Status: e.Status, Code: e.Code, Message: e.Message,
-		RetryAfter: int((e.RetryAfter + time.Second - 1) / time.Second)}
+		RetryAfter: int((e.RetryAfter + time.Second - 1) / time.Second), TopStatus: e.BodyStatus()}
 }
 
 func newError(code string, status int, msg string) *Error {

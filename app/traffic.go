@@ -1,0 +1,118 @@
+package app
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"switchyard/handlers"
+	"switchyard/models"
+	"switchyard/services"
+	"switchyard/services/affinity"
+	"switchyard/services/gateway"
+	"switchyard/services/leases"
+	"switchyard/services/traffic"
+)
+
+// wireTraffic builds the admission and placement mechanisms and installs
+// them in the gateway.
+func (s *Server) wireTraffic(ctx context.Context) error {
+	svc := s.settingsSvc
+	s.slots = traffic.NewSlots(func() traffic.SlotConfig { return traffic.SlotConfig(svc.Resilience().ConnectionConcurrency) })
+	s.queues = traffic.NewQueues(s.clock, func() traffic.QueueConfig {
+		q := svc.Resilience().RequestQueue
+		return traffic.QueueConfig{RequestsPerMinute: q.RequestsPerMinute, MinTimeBetweenRequestsMs: q.MinTimeBetweenRequestsMs,
+			ConcurrentRequests: q.ConcurrentRequests, MaxWaitMs: q.MaxWaitMs, MaxQueueDepth: q.MaxQueueDepth, QueueWaitMs: q.QueueWaitMs}
+	})
+	s.pins = affinity.NewPins(s.clock, func() time.Duration { return svc.Resilience().SessionAffinity.TTL() }, models.NewAffinityStore(s.db))
+	if err := s.pins.Load(ctx); err != nil {
+		return err
+	}
+	s.leases = leases.New(models.NewLeaseStore(s.db), s.clock)
+	if err := s.leases.Load(ctx); err != nil {
+		return err
+	}
+	s.gateway.SetTraffic(&gateway.Traffic{Slots: s.slots, Queues: s.queues, Pins: s.pins, Leases: s.leases, Doc: svc.Resilience})
+	return nil
+}
+
+// leaseCandidates lists the key's allowed connections of provider that could
+// serve model right now (enabled, not terminal, not cooling, not locked).
+func (s *Server) leaseCandidates(key services.APIKey, provider, model string) []string {
+	var out []string
+	for _, c := range s.gateway.Registry().Snapshot().Connections(provider) {
+		if !c.Enabled || !key.AllowsConnection(c.ID) {
+			continue
+		}
+		if s.resilience.ConnectionBlocker(provider, c.ID, model) != nil {
+			continue
+		}
+		out = append(out, c.ID)
+	}
+	return out
+}
+
+// concurrencyRoutes registers GET /api/concurrency and its reset (40-admin-api §4.2).
+func (s *Server) concurrencyRoutes(g *echo.Group) {
+	g.GET("/concurrency", func(c echo.Context) error {
+		snap := s.gateway.Registry().Snapshot()
+		queues := []traffic.QueueStats{}
+		for _, q := range s.queues.Stats() {
+			if cn, ok := snap.Connection(q.ConnectionID); ok && protectedConn(cn, s) {
+				queues = append(queues, q)
+			}
+		}
+		type slotJSON struct {
+			traffic.SlotStats
+			Provider string `json:"provider"`
+		}
+		slots := []slotJSON{}
+		for _, st := range s.slots.Stats() {
+			p := ""
+			if cn, ok := snap.Connection(st.ConnectionID); ok {
+				p = cn.Provider
+			}
+			slots = append(slots, slotJSON{SlotStats: st, Provider: p})
+		}
+		c.Response().Header().Set("Cache-Control", "no-store")
+		return c.JSON(http.StatusOK, map[string]any{"queues": queues, "slots": slots})
+	})
+	g.POST("/concurrency/reset", func(c echo.Context) error {
+		var in struct {
+			Target       string `json:"target"`
+			ConnectionID string `json:"connectionId"`
+		}
+		if err := c.Bind(&in); err != nil {
+			return services.Invalid("target", "Send {\"target\": \"slots\" | \"queues\" | \"all\"}.")
+		}
+		if in.Target != "slots" && in.Target != "queues" && in.Target != "all" {
+			return services.Invalid("target", "Use slots, queues or all.")
+		}
+		out := map[string]int{"slotsReset": 0, "queuesReset": 0}
+		if in.Target != "queues" {
+			if in.ConnectionID != "" {
+				out["slotsReset"] = s.slots.ResetConnection(in.ConnectionID)
+			} else {
+				out["slotsReset"] = s.slots.Reset()
+			}
+		}
+		if in.Target != "slots" {
+			if in.ConnectionID != "" {
+				out["queuesReset"] = s.queues.ResetConnection(in.ConnectionID)
+			} else {
+				out["queuesReset"] = s.queues.Reset()
+			}
+		}
+		s.log.Info("audit", "actor", handlers.Actor(c), "action", "concurrency.reset", "target", in.Target)
+		return c.JSON(http.StatusOK, out)
+	})
+}
+
+func protectedConn(c *services.Connection, s *Server) bool {
+	if c.RateLimitProtection != nil {
+		return *c.RateLimitProtection
+	}
+	return s.settingsSvc.Resilience().RequestQueue.AutoEnableApiKeyProviders && c.AuthClass == services.AuthAPIKey
+}

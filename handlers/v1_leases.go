@@ -1,0 +1,125 @@
+package handlers
+
+import (
+	"encoding/json"
+	"io"
+	"mime"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"switchyard/services/gateway"
+	"switchyard/services/leases"
+)
+
+type leaseAction struct {
+	Action     string          `json:"action"`
+	Model      string          `json:"model"`
+	TTLMs      *int64          `json:"ttlMs"`
+	Generation json.RawMessage `json:"generation"`
+	Reason     string          `json:"reason"`
+}
+
+func leaseTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+func actionInvalid(msg string) error {
+	return gwErr(400, leases.CodeActionInvalid, msg)
+}
+
+// SessionLeases serves POST /v1/session-leases (10-gateway-api §5.6).
+func (h *V1) SessionLeases(c echo.Context) error {
+	c.Response().Header().Set("X-Switchyard-Request-Id", RequestID(c))
+	c.Set("sy.lease-endpoint", true) // this route needs lease:exclusive, not inference
+	k, err := h.authenticate(c)
+	if err != nil {
+		return err
+	}
+	if err := leases.CheckKey(k); err != nil {
+		return leaseErr(err)
+	}
+	if h.Leases == nil {
+		return gwErr(503, "internal_error", "Leases are not available.")
+	}
+	if mt, _, _ := mime.ParseMediaType(c.Request().Header.Get("Content-Type")); mt != "application/json" {
+		return gwErr(415, "unsupported_media_type", "Send the body as Content-Type: application/json.")
+	}
+	owner, err := leases.ParseOwner(c.Request().Header.Get(leases.OwnerHeader))
+	if err != nil {
+		return leaseErr(err)
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, 64<<10))
+	if err != nil {
+		return actionInvalid("The body could not be read.")
+	}
+	var in leaseAction
+	dec := json.NewDecoder(bytesReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return actionInvalid("The body is not a valid lease action: " + err.Error())
+	}
+	var gen int64
+	if in.Action != "acquire" {
+		if len(in.Generation) == 0 || json.Unmarshal(in.Generation, &gen) != nil || gen < 1 || gen > leases.MaxGeneration {
+			return actionInvalid("generation must be a whole number from 1 to 2^53−1.")
+		}
+	}
+	ttl := time.Duration(0)
+	if in.TTLMs != nil {
+		ttl = time.Duration(*in.TTLMs) * time.Millisecond
+	}
+	ctx := c.Request().Context()
+	switch in.Action {
+	case "acquire":
+		route, gerr := gateway.Resolve(h.Gateway.Registry().Snapshot(), k, in.Model)
+		if gerr != nil {
+			return gerr
+		}
+		if route.Combo != nil {
+			return gwErr(400, leases.CodeUnsupportedRoute, "A lease names a provider/model, not a combo.")
+		}
+		cands := h.LeaseCandidates(k, route.Provider.ID, route.Model)
+		if len(cands) == 0 {
+			return gwErr(404, "no_executable_targets", "No allowed connection of this provider can serve the model now.")
+		}
+		l, err := h.Leases.Acquire(ctx, k, owner, route.Provider.ID, cands, ttl)
+		if err != nil {
+			return leaseErr(err)
+		}
+		return c.JSON(200, map[string]any{"state": l.State, "generation": l.Generation, "reused": l.Reused, "ttlMs": l.TTL.Milliseconds(),
+			"acquiredAt": leaseTime(l.AcquiredAt), "renewedAt": leaseTime(l.RenewedAt), "expiresAt": leaseTime(l.ExpiresAt)})
+	case "renew":
+		l, err := h.Leases.Renew(ctx, k, owner, gen, ttl)
+		if err != nil {
+			return leaseErr(err)
+		}
+		return c.JSON(200, map[string]any{"state": l.State, "generation": l.Generation, "ttlMs": l.TTL.Milliseconds(),
+			"acquiredAt": leaseTime(l.AcquiredAt), "renewedAt": leaseTime(l.RenewedAt), "expiresAt": leaseTime(l.ExpiresAt)})
+	case "release":
+		reason := in.Reason
+		if reason == "" {
+			reason = leases.ReasonOwnerExit
+		}
+		l, err := h.Leases.Release(ctx, k, owner, gen, reason)
+		if err != nil {
+			return leaseErr(err)
+		}
+		return c.JSON(200, map[string]any{"state": l.State, "generation": l.Generation, "endedAt": leaseTime(l.EndedAt)})
+	case "status":
+		l, err := h.Leases.Status(ctx, k, owner, gen)
+		if err != nil {
+			return leaseErr(err)
+		}
+		return c.JSON(200, map[string]any{"state": l.State, "generation": l.Generation, "acquiredAt": leaseTime(l.AcquiredAt),
+			"renewedAt": leaseTime(l.RenewedAt), "expiresAt": leaseTime(l.ExpiresAt),
+			"connection": map[string]any{"displayName": h.connectionName(l.ConnectionID), "provider": l.Provider}})
+	}
+	return actionInvalid("action must be acquire, renew, release or status.")
+}
+
+func (h *V1) connectionName(id string) any {
+	if c, ok := h.Gateway.Registry().Snapshot().Connection(id); ok {
+		return c.Name
+	}
+	return nil
+}

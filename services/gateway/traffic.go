@@ -1,0 +1,137 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"switchyard/services"
+	"switchyard/services/affinity"
+	"switchyard/services/leases"
+	"switchyard/services/resilience"
+	"switchyard/services/traffic"
+)
+
+// Traffic holds the admission and placement mechanisms of the request path:
+// connection slots (§8), the request queue (§10), session-affinity pins (§5)
+// and exclusive leases (§6).
+type Traffic struct {
+	Slots  *traffic.Slots
+	Queues *traffic.Queues
+	Pins   *affinity.Pins
+	Leases *leases.Leases
+	Doc    func() *resilience.Document
+}
+
+// SetTraffic installs the traffic mechanisms (nil fields are skipped).
+func (g *Gateway) SetTraffic(t *Traffic) { g.traffic = t }
+
+// protected reports whether a connection's dispatches go through the
+// request queue: opt-in per connection (BD 13), or inherited from
+// requestQueue.autoEnableApiKeyProviders for API-key connections.
+func protected(c *services.Connection, doc *resilience.Document) bool {
+	if c.RateLimitProtection != nil {
+		return *c.RateLimitProtection
+	}
+	return doc.RequestQueue.AutoEnableApiKeyProviders && c.AuthClass == services.AuthAPIKey
+}
+
+func queueConfig(doc *resilience.Document) traffic.QueueConfig {
+	q := doc.RequestQueue
+	return traffic.QueueConfig{RequestsPerMinute: q.RequestsPerMinute, MinTimeBetweenRequestsMs: q.MinTimeBetweenRequestsMs,
+		ConcurrentRequests: q.ConcurrentRequests, MaxWaitMs: q.MaxWaitMs, MaxQueueDepth: q.MaxQueueDepth, QueueWaitMs: q.QueueWaitMs}
+}
+
+// admission holds what a dispatch acquired; done releases it exactly once.
+type admission struct {
+	release  func()
+	ticket   *traffic.Ticket
+	queueKey string
+	maxWait  time.Duration
+}
+
+func (a *admission) done() {
+	if a.ticket != nil {
+		a.ticket.Done()
+		a.ticket = nil
+	}
+	if a.release != nil {
+		a.release()
+		a.release = nil
+	}
+}
+
+// admit takes a max_concurrent slot and, for protected connections, a
+// request-queue ticket. A local limit comes back as a typed error that
+// penalises nothing; a client leaving while queued never reaches upstream.
+func (g *Gateway) admit(ctx context.Context, t target, c *services.Connection, req *Request) (*admission, error) {
+	a := &admission{}
+	tr := g.traffic
+	if tr == nil {
+		return a, nil
+	}
+	doc := tr.Doc()
+	if tr.Slots != nil && doc.ConnectionConcurrency.Enabled && c.MaxConcurrent != nil && *c.MaxConcurrent > 0 {
+		release, _, err := tr.Slots.Acquire(ctx, c.ID, *c.MaxConcurrent)
+		if err != nil {
+			return nil, err
+		}
+		a.release = release
+	}
+	if tr.Queues != nil && protected(c, doc) {
+		cfg := queueConfig(doc).WithOverrides(c.RateLimitOverrides)
+		key := traffic.QueueKey(t.provider.ID, c.ID, "")
+		ticket, err := tr.Queues.Admit(ctx, key, cfg)
+		if err != nil {
+			a.done()
+			return nil, err
+		}
+		a.ticket, a.queueKey, a.maxWait = &ticket, key, ticket.MaxWait()
+	}
+	return a, nil
+}
+
+// learn feeds upstream rate-limit headers to the queue of a protected connection.
+func (g *Gateway) learn(a *admission, status int, h http.Header) {
+	if a == nil || a.queueKey == "" || g.traffic == nil || g.traffic.Queues == nil || h == nil {
+		return
+	}
+	if status == http.StatusTooManyRequests {
+		g.traffic.Queues.LearnRateLimited(a.queueKey, h)
+		return
+	}
+	g.traffic.Queues.Learn(a.queueKey, h)
+}
+
+// localLimit converts an admission error into a dispatch result.
+func localLimit(ctx context.Context, err error) result {
+	var le *traffic.LimitError
+	if errors.As(err, &le) {
+		return result{localErr: le, message: le.Message}
+	}
+	if ctx.Err() != nil {
+		return resGone()
+	}
+	return resTransport(resilience.TransportDial, err.Error())
+}
+
+// pinID is the affinity pin of this request on a provider, "" when off.
+func (g *Gateway) pinID(req *Request, provider string) string {
+	if req.SessionKey == "" || req.LeaseConnID != "" || g.traffic == nil || g.traffic.Pins == nil {
+		return ""
+	}
+	if g.traffic.Doc().SessionAffinity.TTLMs <= 0 {
+		return ""
+	}
+	return affinity.PinID(req.Key.ID, provider, req.SessionKey)
+}
+
+// heldByOthers reports a connection leased by another key (unmanaged
+// traffic never dispatches to it).
+func (g *Gateway) heldByOthers(connID string, req *Request) bool {
+	if g.traffic == nil || g.traffic.Leases == nil || req.LeaseConnID != "" {
+		return false
+	}
+	return g.traffic.Leases.HeldByOthers(connID, req.Key.ID)
+}
