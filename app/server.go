@@ -166,7 +166,7 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 		Auth: s.auth, Cookies: s.cookies, Conns: s.conns, Combos: s.combos, Keys: s.keys, Clock: s.clock,
 		Engine: s.resilience, Settings: s.settingsSvc, Logs: s.logStore,
 		HealthReport: func(ctx context.Context) any { return s.Report(ctx) },
-		Version: Version, Demo: s.cfg.Demo,
+		Version:      Version, Demo: s.cfg.Demo,
 		PlainHTTP:  func() bool { return !s.loopback.Load() },
 		ListenPort: s.listenPort, IsLoopback: isLoopbackPeer, ClientIP: clientIP,
 	}

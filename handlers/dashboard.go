@@ -32,8 +32,8 @@ type Dashboard struct {
 	Logs services.RequestLogStore
 	// HealthReport builds the same report as GET /api/monitoring/health (admin body).
 	HealthReport func(ctx context.Context) any
-	Version string
-	Demo    bool
+	Version      string
+	Demo         bool
 	// PlainHTTP is set when the listener is not on loopback and TLS is off.
 	PlainHTTP func() bool
 	// ListenPort is shown in the setup refusal text.
