@@ -252,3 +252,6 @@ func (s *Server) RequestLogStats() requestlog.Stats { return s.logWriter.Stats()
 
 // Resilience returns the resilience engine (tests, runtime pages).
 func (s *Server) Resilience() *resilience.Engine { return s.resilience }
+
+// Slots returns the connection slots (tests, runtime pages).
+func (s *Server) Slots() *traffic.Slots { return s.slots }
