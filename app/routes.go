@@ -21,8 +21,11 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/static/*", echo.WrapHandler(static.Handler()))
 
 	// Client API: key auth inside the handlers (the body is read only after it).
-	for _, p := range []string{"/v1/chat/completions", "/chat/completions"} {
-		e.POST(p, s.v1.ChatCompletions)
+	for _, prefix := range []string{"/v1", ""} {
+		e.POST(prefix+"/chat/completions", s.v1.ChatCompletions)
+		e.POST(prefix+"/messages", s.v1.Messages)
+		e.POST(prefix+"/responses", s.v1.Responses)
+		e.POST(prefix+"/embeddings", s.v1.Embeddings)
 	}
 	e.POST("/v1/session-leases", s.v1.SessionLeases)
 	e.GET("/v1/models", s.v1.Models)

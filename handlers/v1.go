@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -134,25 +135,55 @@ func (h *V1) readBody(c echo.Context) ([]byte, error) {
 	return b, nil
 }
 
+// inferenceSpec describes one inference endpoint.
+type inferenceSpec struct {
+	endpoint string
+	inbound  string
+	parse    func([]byte, gateway.Limits) (map[string]json.RawMessage, string, bool, *services.GatewayError)
+}
+
+var (
+	chatSpec       = inferenceSpec{"/v1/chat/completions", gateway.InboundChat, gateway.ParseChat}
+	messagesSpec   = inferenceSpec{"/v1/messages", gateway.InboundMessages, gateway.ParseMessages}
+	responsesSpec  = inferenceSpec{"/v1/responses", gateway.InboundResponses, gateway.ParseResponses}
+	embeddingsSpec = inferenceSpec{"/v1/embeddings", gateway.InboundEmbeddings, gateway.ParseEmbeddings}
+)
+
 // ChatCompletions serves POST /v1/chat/completions (and /chat/completions).
-// Requests refused before routing are logged too.
-func (h *V1) ChatCompletions(c echo.Context) error {
+func (h *V1) ChatCompletions(c echo.Context) error { return h.serve(c, chatSpec) }
+
+// Messages serves POST /v1/messages (and /messages) in the Anthropic format.
+func (h *V1) Messages(c echo.Context) error { return h.serve(c, messagesSpec) }
+
+// Responses serves POST /v1/responses (and /responses), translated to chat
+// for upstreams without the Responses API.
+func (h *V1) Responses(c echo.Context) error { return h.serve(c, responsesSpec) }
+
+// Embeddings serves POST /v1/embeddings (and /embeddings), OpenAI-format upstreams only.
+func (h *V1) Embeddings(c echo.Context) error { return h.serve(c, embeddingsSpec) }
+
+// serve runs the order of processing of 10-gateway-api §2. Requests refused
+// before routing are logged too.
+func (h *V1) serve(c echo.Context, spec inferenceSpec) error {
 	received := h.Clock.Now()
 	c.Response().Header().Set("X-Switchyard-Request-Id", RequestID(c))
+	if spec.inbound == gateway.InboundMessages {
+		c.Response().Header().Set("request-id", RequestID(c))
+	}
 	var key services.APIKey
 	model, stream := "", false
-	err := h.chat(c, received, &key, &model, &stream)
+	err := h.inference(c, spec, received, &key, &model, &stream)
 	if err != nil {
 		var gerr *services.GatewayError
 		if errors.As(err, &gerr) {
 			c.Response().Header().Set("X-Switchyard-Error-Code", gerr.Code)
-			h.Gateway.LogRejected(RequestID(c), clientRequestID(c.Request()), key, "/v1/chat/completions", model, stream, received, gerr)
+			h.Gateway.LogRejected(RequestID(c), clientRequestID(c.Request()), key, spec.endpoint, model, stream, received, gerr)
 		}
 	}
 	return err
 }
 
-func (h *V1) chat(c echo.Context, received time.Time, key *services.APIKey, model *string, stream *bool) error {
+func (h *V1) inference(c echo.Context, spec inferenceSpec, received time.Time, key *services.APIKey, model *string, stream *bool) error {
 	k, err := h.authenticate(c)
 	if err != nil {
 		return err
@@ -168,7 +199,7 @@ func (h *V1) chat(c echo.Context, received time.Time, key *services.APIKey, mode
 	if err != nil {
 		return err
 	}
-	top, m, st, gerr := gateway.ParseChat(body, h.Limits())
+	top, m, st, gerr := spec.parse(body, h.Limits())
 	if gerr != nil {
 		return gerr
 	}
@@ -181,12 +212,23 @@ func (h *V1) chat(c echo.Context, received time.Time, key *services.APIKey, mode
 	if err != nil {
 		return err
 	}
-	req := &gateway.Request{ID: RequestID(c), ClientRequestID: clientRequestID(c.Request()), Key: k, Endpoint: "/v1/chat/completions",
-		Body: top, Model: m, Stream: st, Route: route, Received: received, Header: c.Request().Header, LeaseConnID: leaseConn}
+	req := &gateway.Request{ID: RequestID(c), ClientRequestID: clientRequestID(c.Request()), Key: k, Endpoint: spec.endpoint,
+		Body: top, Model: m, Stream: st, Route: route, Received: received, Header: c.Request().Header, LeaseConnID: leaseConn,
+		Inbound: spec.inbound, ToolCount: gateway.CountTools(top)}
+	if spec.inbound == gateway.InboundMessages {
+		req.AnthropicBeta = c.Request().Header.Get("anthropic-beta")
+	}
+	if spec.inbound == gateway.InboundResponses {
+		var bg bool
+		if v, ok := top["background"]; ok && json.Unmarshal(v, &bg) == nil && bg {
+			// Background mode is served synchronously (20-resilience §13.1).
+			req.Warnings = append(req.Warnings, "background_mode_ignored")
+		}
+	}
 	if key, _, ok := affinity.SessionKey(c.Request().Header, top); ok {
 		req.SessionKey = key
 	}
-	h.Gateway.ServeChat(c.Response(), c.Request(), req)
+	h.Gateway.Serve(c.Response(), c.Request(), req)
 	return nil
 }
 

@@ -41,6 +41,9 @@ func (e *GatewayError) openAIType() string {
 	return "invalid_request_error"
 }
 
+// AnthropicType is the Anthropic error type of e.
+func (e *GatewayError) AnthropicType() string { return e.anthropicType() }
+
 func (e *GatewayError) anthropicType() string {
 	switch {
 	case e.Status == 401:
@@ -97,7 +100,7 @@ func WriteGatewayError(w http.ResponseWriter, path string, e *GatewayError, requ
 		h.Set("Retry-After", "1")
 	}
 	var body any
-	if strings.HasPrefix(path, "/v1/messages") {
+	if strings.HasPrefix(path, "/v1/messages") || strings.HasPrefix(path, "/messages") {
 		body = map[string]any{"type": "error", "error": map[string]any{"type": e.anthropicType(), "message": e.Message, "code": e.Code}, "request_id": requestID}
 	} else {
 		inner := map[string]any{"message": e.Message, "type": e.openAIType(), "code": e.Code, "param": nil}

@@ -31,6 +31,7 @@ type result struct {
 	postCommit bool
 	timeout    bool  // our own target or idle timeout
 	localErr   error // a Switchyard limiter refused (penalises nothing)
+	callerErr  error // the request cannot be translated for this upstream
 }
 
 func resOK() result   { return result{ok: true} }

@@ -14,6 +14,7 @@ import (
 	"switchyard/services/accounts"
 	"switchyard/services/resilience"
 	"switchyard/services/traffic"
+	"switchyard/services/translate"
 )
 
 // Settings are the knobs the proxy path reads per request.
@@ -23,6 +24,7 @@ type Settings struct {
 	TargetTimeout     time.Duration // first useful byte (stream) / whole body (non-stream)
 	StreamIdleTimeout time.Duration // upstream silence
 	MaxAttempts       int           // routing.maxAttemptsPerRequest
+	DefaultMaxTokens  int           // translation.defaultMaxTokens
 	FallbackStrategy  string        // routing.fallbackStrategy (account level)
 	StickyLimit       int           // routing.stickyRoundRobinLimit
 	ProviderStrategy  map[string]ProviderStrategy
@@ -37,7 +39,7 @@ type ProviderStrategy struct {
 // DefaultSettings are the documented defaults.
 func DefaultSettings() Settings {
 	return Settings{KeepaliveIdle: 2 * time.Second, WriteTimeout: 30 * time.Second, TargetTimeout: 120 * time.Second,
-		StreamIdleTimeout: 120 * time.Second, MaxAttempts: 30, FallbackStrategy: "fill-first", StickyLimit: 3}
+		StreamIdleTimeout: 120 * time.Second, MaxAttempts: 30, FallbackStrategy: "fill-first", StickyLimit: 3, DefaultMaxTokens: 4096}
 }
 
 // LogSink receives one record per client request; it must not block.
@@ -113,6 +115,13 @@ type Request struct {
 	SessionKey string
 	// LeaseConnID is the connection bound by the key's exclusive lease.
 	LeaseConnID string
+	// Inbound is the client's API format (Inbound* constants).
+	Inbound string
+	// Warnings are losses already known before routing (background mode).
+	Warnings []string
+	// AnthropicBeta is the client's anthropic-beta header (forwarded only
+	// from /v1/messages to anthropic-format upstreams).
+	AnthropicBeta string
 }
 
 // target is one (provider, model[, connection]) the request may go to.
@@ -197,6 +206,7 @@ type attemptState struct {
 	timers     map[string]bool
 	noTimer    bool // some exclusion is not a timer
 	lastTarget string
+	warnings   []translate.Warning
 	onlyLocal  bool  // every failure so far was a local limit
 	localErr   error // the last local limiter error
 	log        *LogRecord
@@ -228,6 +238,14 @@ func (st *attemptState) exclude(t target, connID, reason, detail string, retryAf
 
 // ServeChat routes an OpenAI chat completion and writes the response.
 func (g *Gateway) ServeChat(w http.ResponseWriter, r *http.Request, req *Request) {
+	if req.Inbound == "" {
+		req.Inbound = InboundChat
+	}
+	g.Serve(w, r, req)
+}
+
+// Serve routes a client request of any inbound format and writes the response.
+func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, req *Request) {
 	set := g.current()
 	snap := g.reg.Snapshot()
 	rec := newLogRecord(req)
@@ -251,7 +269,7 @@ func (g *Gateway) ServeChat(w http.ResponseWriter, r *http.Request, req *Request
 			st.exclude(t, "", "failed", "same model failed with a caller error", 0)
 			continue
 		}
-		dispatched, lastReason, stop := g.walkTarget(r.Context(), out, snap, t, req, st, set)
+		dispatched, lastReason, stop := g.walkTarget(withBeta(r.Context(), req.AnthropicBeta), out, snap, t, req, st, set)
 		if stop {
 			return
 		}
@@ -308,6 +326,15 @@ func (g *Gateway) walkTarget(ctx context.Context, out *clientWriter, s *Snapshot
 		case res.gone:
 			g.res.Release(adm)
 			g.obs.Attempt(t.provider.ID, "aborted")
+			return true, "", true
+		case res.callerErr != nil:
+			g.res.Release(adm)
+			var ue *translate.UnsupportedError
+			e := &services.GatewayError{Status: 400, Code: "invalid_request", Message: "The request cannot be translated: " + res.callerErr.Error()}
+			if errors.As(res.callerErr, &ue) {
+				e = &services.GatewayError{Status: 400, Code: "unsupported_parameter", Param: ue.Param, Message: ue.Message}
+			}
+			g.fail(out, st, e)
 			return true, "", true
 		}
 		g.obs.Attempt(t.provider.ID, "failure")
@@ -398,9 +425,9 @@ func (g *Gateway) pick(s *Snapshot, t target, req *Request, st *attemptState, se
 			}
 			continue
 		}
-		if t.provider.Format != services.FormatOpenAI {
+		if _, ok := pipelineFor(req.Inbound, t.provider.Format, set.DefaultMaxTokens); !ok {
 			hard = "incompatible"
-			continue // anthropic-format upstreams need the translator
+			continue // e.g. embeddings on an anthropic-format upstream
 		}
 		if b := g.res.ConnectionBlocker(t.provider.ID, c.ID, t.model); b != nil {
 			any = true
@@ -482,10 +509,16 @@ func requestBody(req *Request, model string) ([]byte, error) {
 
 // dispatch sends one upstream request and, on success, writes the response.
 func (g *Gateway) dispatch(ctx context.Context, out *clientWriter, t target, c *services.Connection, req *Request, st *attemptState, set *Settings) result {
-	body, err := requestBody(req, t.model)
-	if err != nil {
-		return resBad("malformed", "the request body could not be re-encoded")
+	pl, ok := pipelineFor(req.Inbound, t.provider.Format, set.DefaultMaxTokens)
+	if !ok {
+		return resBad(resilience.DetailMalformed, "this upstream format cannot serve the request")
 	}
+	body, warns, err := pl.body(req, t.model)
+	if err != nil {
+		return result{callerErr: err}
+	}
+	st.log.UpstreamFormat = string(t.provider.Format)
+	st.warnings = warns
 	st.attempts++
 	start := g.clock.Now()
 	rt := g.reg.Runtime(c.ID)
@@ -515,11 +548,14 @@ func (g *Gateway) dispatch(ctx context.Context, out *clientWriter, t target, c *
 		}
 		g.learn(adm, status, h)
 	}
+	if len(warns) > 0 || len(req.Warnings) > 0 {
+		out.setWarning(warningText(req.Warnings, warns))
+	}
 	var res result
 	if req.Stream {
-		res = g.relayStream(actx, cancel, out, t, c, body, set, st, onHeaders)
+		res = g.relayStream(actx, cancel, out, t, c, pl.path, body, pl.stream(req), set, st, onHeaders)
 	} else {
-		res = g.forwardJSON(actx, cancel, out, t, c, body, set, st, onHeaders)
+		res = g.forwardJSON(actx, cancel, out, t, c, pl, body, set, st, onHeaders)
 	}
 	if execTimer != nil {
 		execTimer.Stop()
@@ -541,11 +577,12 @@ func (g *Gateway) dispatch(ctx context.Context, out *clientWriter, t target, c *
 }
 
 // forwardJSON handles a non-stream dispatch: the whole body within the
-// target timeout, validated as JSON before anything reaches the client.
-func (g *Gateway) forwardJSON(ctx context.Context, cancel context.CancelCauseFunc, out *clientWriter, t target, c *services.Connection, body []byte, set *Settings, st *attemptState, onHeaders func(int, http.Header)) result {
+// target timeout, converted to the client's format and validated before
+// anything reaches the client.
+func (g *Gateway) forwardJSON(ctx context.Context, cancel context.CancelCauseFunc, out *clientWriter, t target, c *services.Connection, pl pipeline, body []byte, set *Settings, st *attemptState, onHeaders func(int, http.Header)) result {
 	timer := time.AfterFunc(set.TargetTimeout, func() { cancel(errTargetTimeout) })
 	defer timer.Stop()
-	resp, err := g.send(ctx, t, c, body, false)
+	resp, err := g.send(ctx, t, c, pl.path, body, false)
 	if err != nil {
 		return transportResult(ctx, err)
 	}
@@ -559,37 +596,34 @@ func (g *Gateway) forwardJSON(ctx context.Context, cancel context.CancelCauseFun
 	if err != nil {
 		return transportResult(ctx, err)
 	}
-	var probe struct {
-		Choices json.RawMessage `json:"choices"`
-		Usage   *usage          `json:"usage"`
-		Error   json.RawMessage `json:"error"`
-	}
-	if json.Unmarshal(b, &probe) != nil {
+	conv, u, err := pl.convert(out.req, b)
+	if err != nil {
+		var ue *translate.UpstreamError
+		if errors.As(err, &ue) {
+			// An error object with status 200, as some providers send.
+			return resStatus(502, resp.Header, b)
+		}
 		return resBad(resilience.DetailEmptyResponse, "malformed or empty response body")
 	}
-	if len(probe.Error) > 0 && string(probe.Error) != "null" {
-		// An error object with status 200, as some providers send.
-		return resStatus(502, resp.Header, b)
-	}
-	if len(probe.Choices) == 0 {
-		return resBad(resilience.DetailEmptyResponse, "malformed or empty response body")
-	}
-	st.log.addUsage(probe.Usage)
-	if !out.writeJSON(b) {
+	st.log.addCounts(u)
+	if !out.writeJSON(conv, "") {
 		return resGone()
 	}
 	return resOK()
 }
 
 // send performs the HTTP exchange up to the response headers.
-func (g *Gateway) send(ctx context.Context, t target, c *services.Connection, body []byte, stream bool) (*http.Response, error) {
+func (g *Gateway) send(ctx context.Context, t target, c *services.Connection, path string, body []byte, stream bool) (*http.Response, error) {
 	cl, err := g.up.client(c)
 	if err != nil {
 		return nil, err
 	}
-	hreq, err := g.up.newRequest(ctx, t.provider, c, "/chat/completions", body, stream)
+	hreq, err := g.up.newRequest(ctx, t.provider, c, path, body, stream)
 	if err != nil {
 		return nil, err
+	}
+	if beta := ctxBeta(ctx); beta != "" && t.provider.Format == services.FormatAnthropic {
+		hreq.Header.Set("anthropic-beta", beta)
 	}
 	return cl.Do(hreq)
 }

@@ -5,42 +5,47 @@ import (
 
 	"switchyard/services"
 	"switchyard/services/resilience"
+	"switchyard/services/translate"
 )
 
 // LogRecord is what the gateway knows about one client request when it
 // ends; the request log turns it into a row. No secret is ever put here.
 type LogRecord struct {
-	ID              string
-	CreatedAt       time.Time
-	ClientRequestID string
-	KeyID           string
-	KeyName         string
-	KeyPrefix       string
-	Endpoint        string
-	Stream          bool
-	StreamOutcome   string
-	RequestedModel  string
-	ResolvedKind    string
-	ComboName       string
-	Strategy        string
-	Provider        string
-	Model           string
-	ConnectionID    string
-	Status          int
-	Outcome         string
-	ErrorCode       string
-	Attempts        int
-	AttemptLog      []AttemptLog
-	PromptTokens    int64
-	CachedTokens    int64
-	CompletionTok   int64
-	ReasoningTokens int64
-	LatencyMs       int64
-	TtftMs          *int64
-	UpstreamMs      int64
-	AffinityHit     bool
-	LeaseManaged    bool
-	current         int
+	ID               string
+	CreatedAt        time.Time
+	ClientRequestID  string
+	KeyID            string
+	KeyName          string
+	KeyPrefix        string
+	Endpoint         string
+	Stream           bool
+	StreamOutcome    string
+	RequestedModel   string
+	ResolvedKind     string
+	ComboName        string
+	Strategy         string
+	Provider         string
+	Model            string
+	ConnectionID     string
+	Status           int
+	Outcome          string
+	ErrorCode        string
+	Attempts         int
+	AttemptLog       []AttemptLog
+	PromptTokens     int64
+	CachedTokens     int64
+	CompletionTok    int64
+	CacheWriteTokens int64
+	ReasoningTokens  int64
+	LatencyMs        int64
+	TtftMs           *int64
+	UpstreamMs       int64
+	AffinityHit      bool
+	Inbound          string
+	UpstreamFormat   string
+	Warnings         []string
+	LeaseManaged     bool
+	current          int
 }
 
 // AttemptLog is one dispatch of a request.
@@ -61,7 +66,7 @@ type AttemptLog struct {
 }
 
 func newLogRecord(req *Request) *LogRecord {
-	r := &LogRecord{ID: req.ID, CreatedAt: req.Received, ClientRequestID: req.ClientRequestID, KeyID: req.Key.ID,
+	r := &LogRecord{ID: req.ID, CreatedAt: req.Received, ClientRequestID: req.ClientRequestID, KeyID: req.Key.ID, Inbound: req.Inbound,
 		KeyName: req.Key.Name, KeyPrefix: req.Key.Prefix, Endpoint: req.Endpoint, Stream: req.Stream, RequestedModel: req.Model,
 		ResolvedKind: "direct", current: -1, LeaseManaged: req.LeaseConnID != ""}
 	if req.Route.Combo != nil {
@@ -128,6 +133,15 @@ func (r *LogRecord) served(t target, c *services.Connection, attempts int) {
 	if attempts > 1 {
 		r.Outcome = "failover"
 	}
+}
+
+// addCounts records token usage from a translated or relayed response.
+func (r *LogRecord) addCounts(u translate.Usage) {
+	if u == (translate.Usage{}) {
+		return
+	}
+	r.PromptTokens, r.CompletionTok, r.CachedTokens, r.ReasoningTokens = u.PromptTokens, u.CompletionTokens, u.CachedTokens, u.ReasoningTokens
+	r.CacheWriteTokens = u.CacheWriteTokens
 }
 
 func (r *LogRecord) addUsage(u *usage) {

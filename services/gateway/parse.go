@@ -111,3 +111,105 @@ func ParseChat(body []byte, lim Limits) (map[string]json.RawMessage, string, boo
 	}
 	return top, model, stream, nil
 }
+
+// countTools returns len(tools) of a request body (0 when absent).
+func countTools(top map[string]json.RawMessage) int {
+	var tools []json.RawMessage
+	if v, ok := top["tools"]; ok && json.Unmarshal(v, &tools) == nil {
+		return len(tools)
+	}
+	return 0
+}
+
+// ParseMessages validates an Anthropic Messages request (10-gateway-api §5.2).
+func ParseMessages(body []byte, lim Limits) (map[string]json.RawMessage, string, bool, *services.GatewayError) {
+	top, model, stream, err := parseCommon(body, lim)
+	if err != nil {
+		return nil, "", false, err
+	}
+	var maxTokens int64
+	if json.Unmarshal(top["max_tokens"], &maxTokens) != nil || maxTokens <= 0 {
+		return nil, "", false, invalid("max_tokens", "max_tokens is required and must be a positive integer.")
+	}
+	var msgs []map[string]json.RawMessage
+	if err := json.Unmarshal(top["messages"], &msgs); err != nil || len(msgs) == 0 {
+		return nil, "", false, invalid("messages", "messages must be a non-empty array of message objects.")
+	}
+	if len(msgs) > lim.MaxMessages {
+		return nil, "", false, invalid("messages", fmt.Sprintf("messages may hold at most %d entries.", lim.MaxMessages))
+	}
+	for i, m := range msgs {
+		var role string
+		if m == nil || json.Unmarshal(m["role"], &role) != nil || (role != "user" && role != "assistant") {
+			return nil, "", false, invalid(fmt.Sprintf("messages[%d].role", i), "role must be user or assistant.")
+		}
+	}
+	return top, model, stream, nil
+}
+
+// ParseResponses validates an OpenAI Responses request (10-gateway-api §5.3).
+func ParseResponses(body []byte, lim Limits) (map[string]json.RawMessage, string, bool, *services.GatewayError) {
+	top, model, stream, err := parseCommon(body, lim)
+	if err != nil {
+		return nil, "", false, err
+	}
+	in, ok := top["input"]
+	if !ok || len(in) == 0 || string(in) == "null" {
+		return nil, "", false, invalid("input", "input is required: a string or an array of items.")
+	}
+	var items []json.RawMessage
+	if in[0] == '[' {
+		if json.Unmarshal(in, &items) != nil {
+			return nil, "", false, invalid("input", "input must be a string or an array of items.")
+		}
+		if len(items) > lim.MaxMessages {
+			return nil, "", false, invalid("input", fmt.Sprintf("input may hold at most %d items.", lim.MaxMessages))
+		}
+	} else {
+		var s string
+		if json.Unmarshal(in, &s) != nil {
+			return nil, "", false, invalid("input", "input must be a string or an array of items.")
+		}
+	}
+	return top, model, stream, nil
+}
+
+// ParseEmbeddings validates an embeddings request (10-gateway-api §5.4).
+func ParseEmbeddings(body []byte, lim Limits) (map[string]json.RawMessage, string, bool, *services.GatewayError) {
+	top, model, _, err := parseCommon(body, lim)
+	if err != nil {
+		return nil, "", false, err
+	}
+	if v, ok := top["input"]; !ok || len(v) == 0 || string(v) == "null" {
+		return nil, "", false, invalid("input", "input is required.")
+	}
+	return top, model, false, nil
+}
+
+func parseCommon(body []byte, lim Limits) (map[string]json.RawMessage, string, bool, *services.GatewayError) {
+	if err := CheckDepth(body, lim.MaxJSONDepth); err != nil {
+		return nil, "", false, err
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil || top == nil {
+		return nil, "", false, invalid("", "The body is not a valid JSON object.")
+	}
+	var model string
+	raw, ok := top["model"]
+	if !ok || json.Unmarshal(raw, &model) != nil {
+		return nil, "", false, invalid("model", "model is required and must be a string.")
+	}
+	if err := ValidateModel(model); err != nil {
+		return nil, "", false, err
+	}
+	stream := false
+	if v, ok := top["stream"]; ok && string(v) != "null" {
+		if json.Unmarshal(v, &stream) != nil {
+			return nil, "", false, invalid("stream", "stream must be true or false.")
+		}
+	}
+	return top, model, stream, nil
+}
+
+// CountTools is countTools for the handlers.
+func CountTools(top map[string]json.RawMessage) int { return countTools(top) }

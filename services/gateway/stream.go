@@ -12,6 +12,7 @@ import (
 
 	"switchyard/services"
 	"switchyard/services/resilience"
+	"switchyard/services/translate"
 )
 
 // maxPrelude bounds the non-useful events held before the commit.
@@ -19,8 +20,9 @@ const maxPrelude = 64 << 10
 
 // sseEvent is one upstream event (its data payload) or the end of the stream.
 type sseEvent struct {
-	data []byte
-	err  error // io.EOF on a clean end of the body
+	event string
+	data  []byte
+	err   error // io.EOF on a clean end of the body
 	// resp carries the response headers phase.
 	status int
 	body   []byte
@@ -74,11 +76,12 @@ func (p *chunkProbe) finished() bool {
 }
 
 // relayStream performs a streaming dispatch: hold everything until the first
-// useful event (failover stays possible), then relay event by event. Keepalive
-// comments go out whenever the client has heard nothing for the idle interval.
-func (g *Gateway) relayStream(ctx context.Context, cancel context.CancelCauseFunc, out *clientWriter, t target, c *services.Connection, body []byte, set *Settings, st *attemptState, onHeaders func(int, http.Header)) result {
+// useful event (failover stays possible), then relay event by event through
+// the format adapter. Keepalives go out whenever the client has heard
+// nothing for the idle interval.
+func (g *Gateway) relayStream(ctx context.Context, cancel context.CancelCauseFunc, out *clientWriter, t target, c *services.Connection, path string, body []byte, ad streamAdapter, set *Settings, st *attemptState, onHeaders func(int, http.Header)) result {
 	events := make(chan sseEvent, 16)
-	go g.readUpstream(ctx, t, c, body, events)
+	go g.readUpstream(ctx, t, c, path, body, events)
 
 	firstByteDeadline := time.Now().Add(set.TargetTimeout)
 	lastUpstream := time.Now()
@@ -99,8 +102,38 @@ func (g *Gateway) relayStream(ctx context.Context, cancel context.CancelCauseFun
 
 	var prelude [][]byte
 	preludeBytes := 0
-	finished := false
 	headersSeen := false
+	finish := func(frames [][]byte) result {
+		st.log.addCounts(ad.Usage())
+		if !out.committedUseful() {
+			if !out.commitUseful(append(prelude, frames...)) {
+				return resGone()
+			}
+		} else {
+			for _, f := range frames {
+				if !out.frame(f) {
+					return resGone()
+				}
+			}
+		}
+		if !out.done(ad.Terminal()) {
+			return resGone()
+		}
+		return resOK()
+	}
+	failed := func(err error) result {
+		var ue *translate.UpstreamError
+		switch {
+		case errors.As(err, &ue):
+			b, _ := json.Marshal(map[string]any{"error": map[string]string{"code": ue.Code, "type": ue.Type, "message": ue.Message}})
+			return resStatus(502, nil, b)
+		case errors.Is(err, errEmpty):
+			return resBad(resilience.DetailEmptyResponse, "empty stream")
+		case errors.Is(err, errIncomplete):
+			return resTransport(resilience.TransportReset, errIncomplete.Error())
+		}
+		return resBad(resilience.DetailMalformed, "malformed stream event")
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -109,7 +142,7 @@ func (g *Gateway) relayStream(ctx context.Context, cancel context.CancelCauseFun
 			}
 			return transportResult(ctx, ctx.Err())
 		case now := <-ticker.C:
-			out.keepalive(now)
+			out.keepalive(now, ad.Keepalive())
 			if out.gone() {
 				cancel(errClientGone)
 				return resGone()
@@ -139,64 +172,39 @@ func (g *Gateway) relayStream(ctx context.Context, cancel context.CancelCauseFun
 				continue
 			}
 			if ev.err != nil {
-				if errors.Is(ev.err, io.EOF) && finished {
-					if !out.committedUseful() && !out.commitUseful(prelude) {
-						return resGone()
-					}
-					if !out.done() {
-						return resGone()
-					}
-					return resOK()
+				if !errors.Is(ev.err, io.EOF) {
+					return transportResult(ctx, ev.err)
 				}
-				if !out.committedUseful() && errors.Is(ev.err, io.EOF) {
-					return resBad(resilience.DetailEmptyResponse, "empty stream")
+				frames, done, err := ad.End()
+				if err != nil {
+					return failed(err)
 				}
-				if errors.Is(ev.err, io.EOF) {
-					return resTransport(resilience.TransportReset, "the upstream stream ended before completion")
+				if done {
+					return finish(frames)
 				}
-				return transportResult(ctx, ev.err)
+				return failed(errIncomplete)
 			}
-			if bytes.Equal(ev.data, []byte("[DONE]")) {
-				if !finished {
-					if !out.committedUseful() {
-						return resBad(resilience.DetailEmptyResponse, "empty stream")
-					}
-					return resTransport(resilience.TransportReset, "the upstream ended without a finish reason")
-				}
-				if !out.committedUseful() && !out.commitUseful(prelude) {
-					return resGone()
-				}
-				if !out.done() {
-					return resGone()
-				}
-				return resOK()
+			frames, useful, done, err := ad.Feed(ev.event, ev.data)
+			if err != nil {
+				return failed(err)
 			}
-			var probe chunkProbe
-			if err := json.Unmarshal(ev.data, &probe); err != nil {
-				return resBad(resilience.DetailMalformed, "malformed stream chunk")
+			if done {
+				return finish(frames)
 			}
-			if len(probe.Error) > 0 && string(probe.Error) != "null" {
-				// An in-band error event: status 502 with the provider's error body.
-				return resStatus(502, nil, append(append([]byte(`{"error":`), probe.Error...), '}'))
-			}
-			if probe.Usage != nil {
-				st.log.addUsage(probe.Usage)
-			}
-			if probe.finished() {
-				finished = true
-			}
-			frame := make([]byte, 0, len(ev.data)+8)
-			frame = append(append(append(frame, "data: "...), ev.data...), '\n', '\n')
 			if out.committedUseful() {
-				if !out.frame(frame) {
-					cancel(errClientGone)
-					return resGone()
+				for _, f := range frames {
+					if !out.frame(f) {
+						cancel(errClientGone)
+						return resGone()
+					}
 				}
 				continue
 			}
-			prelude = append(prelude, frame)
-			preludeBytes += len(frame)
-			if probe.useful() || preludeBytes > maxPrelude {
+			prelude = append(prelude, frames...)
+			for _, f := range frames {
+				preludeBytes += len(f)
+			}
+			if useful || preludeBytes > maxPrelude {
 				if !out.commitUseful(prelude) {
 					cancel(errClientGone)
 					return resGone()
@@ -209,7 +217,7 @@ func (g *Gateway) relayStream(ctx context.Context, cancel context.CancelCauseFun
 
 // readUpstream sends the response headers, then each SSE data payload, then
 // the end (io.EOF or an error). It stops when ctx ends.
-func (g *Gateway) readUpstream(ctx context.Context, t target, c *services.Connection, body []byte, events chan<- sseEvent) {
+func (g *Gateway) readUpstream(ctx context.Context, t target, c *services.Connection, path string, body []byte, events chan<- sseEvent) {
 	defer close(events)
 	send := func(ev sseEvent) bool {
 		select {
@@ -219,7 +227,7 @@ func (g *Gateway) readUpstream(ctx context.Context, t target, c *services.Connec
 			return false
 		}
 	}
-	resp, err := g.send(ctx, t, c, body, true)
+	resp, err := g.send(ctx, t, c, path, body, true)
 	if err != nil {
 		send(sseEvent{err: err})
 		return
@@ -235,6 +243,7 @@ func (g *Gateway) readUpstream(ctx context.Context, t target, c *services.Connec
 	}
 	br := bufio.NewReaderSize(resp.Body, 32<<10)
 	var data []byte
+	event := ""
 	for {
 		line, err := br.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
@@ -251,13 +260,16 @@ func (g *Gateway) readUpstream(ctx context.Context, t target, c *services.Connec
 			switch {
 			case len(trimmed) == 0:
 				if data != nil {
-					if !send(sseEvent{data: data}) {
+					if !send(sseEvent{event: event, data: data}) {
 						return
 					}
 					data = nil
 				}
+				event = ""
 			case trimmed[0] == ':':
 				// comment: ignored
+			case bytes.HasPrefix(trimmed, []byte("event:")):
+				event = string(bytes.TrimSpace(trimmed[6:]))
 			case bytes.HasPrefix(trimmed, []byte("data:")):
 				payload := bytes.TrimPrefix(trimmed[5:], []byte(" "))
 				if data == nil {
@@ -269,7 +281,7 @@ func (g *Gateway) readUpstream(ctx context.Context, t target, c *services.Connec
 		}
 		if err != nil {
 			if data != nil && errors.Is(err, io.EOF) {
-				if !send(sseEvent{data: data}) {
+				if !send(sseEvent{event: event, data: data}) {
 					return
 				}
 			}

@@ -1,13 +1,13 @@
 package gateway
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
 
 	"switchyard/services"
+	"switchyard/services/translate"
 )
 
 // clientWriter owns the client side of one request: headers, commit state,
@@ -30,12 +30,30 @@ type clientWriter struct {
 	firstByte  time.Time
 	status     int
 	streamEnd  string // completed, error, aborted
+	kaFrame    []byte
+	errFrame   func(*services.GatewayError) []byte
 }
 
 func newClientWriter(w http.ResponseWriter, r *http.Request, req *Request, set *Settings) *clientWriter {
 	h := w.Header()
 	h.Set("X-Switchyard-Request-Id", req.ID)
-	return &clientWriter{w: w, rc: http.NewResponseController(w), r: r, req: req, set: set, startedAt: time.Now(), lastWrite: time.Now()}
+	o := &clientWriter{w: w, rc: http.NewResponseController(w), r: r, req: req, set: set, startedAt: time.Now(), lastWrite: time.Now()}
+	// Keepalives and the in-band error frame speak the client's format.
+	switch req.Inbound {
+	case InboundMessages:
+		a := newMessagesPassthrough()
+		o.kaFrame, o.errFrame = a.Keepalive(), a.ErrorFrame
+	case InboundResponses:
+		rs := &translated{s: translate.NewChatToResponsesStream(req.Model, req.ID)}
+		o.kaFrame, o.errFrame = chatKeepalive, rs.ErrorFrame
+	default:
+		a := newChatPassthrough()
+		o.kaFrame, o.errFrame = a.Keepalive(), a.ErrorFrame
+	}
+	if req.Inbound == InboundMessages {
+		w.Header().Set("request-id", req.ID)
+	}
+	return o
 }
 
 // setDispatch records the routing headers of the current dispatch; they are
@@ -108,7 +126,7 @@ func (o *clientWriter) commitStreamLocked() {
 
 // keepalive writes an SSE comment if the client has heard nothing for the
 // idle interval. The first one commits 200 without the per-dispatch headers.
-func (o *clientWriter) keepalive(now time.Time) {
+func (o *clientWriter) keepalive(now time.Time, _ []byte) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.isGone || o.set.KeepaliveIdle <= 0 || now.Sub(o.lastWrite) < o.set.KeepaliveIdle {
@@ -121,7 +139,7 @@ func (o *clientWriter) keepalive(now time.Time) {
 		}
 		o.commitStreamLocked()
 	}
-	o.writeLocked([]byte(": keepalive\n\n"))
+	o.writeLocked(o.kaFrame)
 }
 
 // commitUseful commits the stream at the first useful event and writes the
@@ -147,12 +165,15 @@ func (o *clientWriter) frame(f []byte) bool {
 	return o.writeLocked(f)
 }
 
-// done writes the clean terminal frame.
-func (o *clientWriter) done() bool {
+// done writes the clean terminal frame of the client's format (if any).
+func (o *clientWriter) done(terminal []byte) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.streamEnd = "completed"
-	return o.writeLocked([]byte("data: [DONE]\n\n"))
+	if len(terminal) == 0 {
+		return !o.isGone
+	}
+	return o.writeLocked(terminal)
 }
 
 // streamError writes exactly one in-band error frame and no [DONE].
@@ -163,12 +184,11 @@ func (o *clientWriter) streamError(e *services.GatewayError) {
 		return
 	}
 	o.streamEnd = "error"
-	msg := e.Message
+	ce := *e
 	if e.RetryAfter > 0 && !o.useful {
-		msg += " (retry after " + strconv.Itoa(e.RetryAfter) + " s)"
+		ce.Message += " (retry after " + strconv.Itoa(e.RetryAfter) + " s)"
 	}
-	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": errType(e), "code": e.Code, "param": nil}})
-	o.writeLocked(append(append([]byte("data: "), b...), '\n', '\n'))
+	o.writeLocked(o.errFrame(&ce))
 }
 
 func errType(e *services.GatewayError) string {
@@ -192,12 +212,15 @@ func (o *clientWriter) ttfb() time.Duration {
 }
 
 // writeJSON writes a complete non-stream success.
-func (o *clientWriter) writeJSON(b []byte) bool {
+func (o *clientWriter) writeJSON(b []byte, warning string) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	h := o.w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))
+	if warning != "" {
+		h.Set("X-Switchyard-Warning", warning)
+	}
 	o.w.WriteHeader(http.StatusOK)
 	o.isCommit, o.useful, o.status = true, true, http.StatusOK
 	o.firstByte = time.Now()
@@ -214,4 +237,13 @@ func (o *clientWriter) writeError(e *services.GatewayError) {
 	o.w.Header().Set("X-Switchyard-Error-Code", e.Code)
 	o.isCommit, o.status = true, e.Status
 	services.WriteGatewayError(o.w, o.req.Endpoint, e, o.req.ID)
+}
+
+// setWarning sets X-Switchyard-Warning while headers are still open.
+func (o *clientWriter) setWarning(v string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.isCommit && v != "" {
+		o.w.Header().Set("X-Switchyard-Warning", v)
+	}
 }

@@ -1,0 +1,257 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"switchyard/services"
+	"switchyard/services/translate"
+)
+
+// Inbound API formats a client may speak.
+const (
+	InboundChat       = "openai-chat"
+	InboundMessages   = "anthropic-messages"
+	InboundResponses  = "openai-responses"
+	InboundEmbeddings = "openai-embeddings"
+)
+
+// pipeline is how one (inbound format, upstream format) pair is served:
+// the upstream path, the request body, the non-stream response and the
+// stream translator.
+type pipeline struct {
+	path string
+	body func(req *Request, model string) ([]byte, []translate.Warning, error)
+	// convert turns a 2xx upstream body into the client's format; it returns
+	// errEmpty for a body without content.
+	convert func(req *Request, upstream []byte) ([]byte, translate.Usage, error)
+	stream  func(req *Request) streamAdapter
+}
+
+var errEmpty = errors.New("empty response")
+
+// pipelineFor picks the pipeline; ok=false when the pair cannot be served
+// (embeddings on an anthropic-format upstream).
+func pipelineFor(inbound string, upstream services.WireFormat, defaultMaxTokens int) (pipeline, bool) {
+	switch {
+	case inbound == InboundEmbeddings:
+		if upstream != services.FormatOpenAI {
+			return pipeline{}, false
+		}
+		return pipeline{path: "/embeddings", body: sameFormat, convert: passEmbeddings}, true
+	case inbound == InboundChat && upstream == services.FormatOpenAI:
+		return pipeline{path: "/chat/completions", body: sameFormat, convert: passChat, stream: func(*Request) streamAdapter { return newChatPassthrough() }}, true
+	case inbound == InboundChat && upstream == services.FormatAnthropic:
+		return pipeline{path: "/messages",
+			body: func(req *Request, model string) ([]byte, []translate.Warning, error) {
+				return translate.ChatToAnthropic(req.Body, model, defaultMaxTokens)
+			},
+			convert: func(req *Request, b []byte) ([]byte, translate.Usage, error) {
+				return translate.AnthropicToChatResponse(b, req.Model)
+			},
+			stream: func(req *Request) streamAdapter {
+				s := translate.NewAnthropicToChatStream(req.Model)
+				s.IncludeUsage = translate.WantsUsageChunk(req.Body)
+				return &translated{s: s, terminal: []byte("data: [DONE]\n\n"), keepalive: chatKeepalive}
+			}}, true
+	case inbound == InboundMessages && upstream == services.FormatAnthropic:
+		return pipeline{path: "/messages", body: sameFormat, convert: passMessages,
+			stream: func(req *Request) streamAdapter { return newMessagesPassthrough() }}, true
+	case inbound == InboundMessages && upstream == services.FormatOpenAI:
+		return pipeline{path: "/chat/completions",
+			body: func(req *Request, model string) ([]byte, []translate.Warning, error) {
+				b, w, err := translate.AnthropicToChat(req.Body, model)
+				if err == nil && req.Stream {
+					b = withUsageChunk(b)
+				}
+				return b, w, err
+			},
+			convert: func(req *Request, b []byte) ([]byte, translate.Usage, error) {
+				return translate.ChatToAnthropicResponse(b, req.Model)
+			},
+			stream: func(req *Request) streamAdapter {
+				return &translated{s: translate.NewChatToAnthropicStream(req.Model), keepalive: pingKeepalive}
+			}}, true
+	case inbound == InboundResponses:
+		p := pipeline{
+			convert: func(req *Request, b []byte) ([]byte, translate.Usage, error) {
+				chat := b
+				if upstream == services.FormatAnthropic {
+					var err error
+					if chat, _, err = translate.AnthropicToChatResponse(b, req.Model); err != nil {
+						return nil, translate.Usage{}, err
+					}
+				}
+				out, u, _, err := translate.ChatToResponsesResponseWith(chat, translate.ResponseOptions{Model: req.Model, RequestID: req.ID})
+				return out, u, err
+			},
+			stream: func(req *Request) streamAdapter {
+				var s translate.Stream = translate.NewChatToResponsesStream(req.Model, req.ID)
+				if upstream == services.FormatAnthropic {
+					s = translate.Compose(translate.NewAnthropicToChatStream(req.Model), s)
+				}
+				return &translated{s: s, keepalive: chatKeepalive}
+			}}
+		p.path = "/chat/completions"
+		p.body = func(req *Request, model string) ([]byte, []translate.Warning, error) {
+			b, w, err := translate.ResponsesToChat(req.Body, model)
+			if err == nil && req.Stream {
+				b = withUsageChunk(b)
+			}
+			return b, w, err
+		}
+		if upstream == services.FormatAnthropic {
+			p.path = "/messages"
+			p.body = func(req *Request, model string) ([]byte, []translate.Warning, error) {
+				chat, w1, err := translate.ResponsesToChat(req.Body, model)
+				if err != nil {
+					return nil, w1, err
+				}
+				var top map[string]json.RawMessage
+				if err := json.Unmarshal(chat, &top); err != nil {
+					return nil, w1, err
+				}
+				b, w2, err := translate.ChatToAnthropic(top, model, defaultMaxTokens)
+				return b, append(w1, w2...), err
+			}
+		}
+		return p, true
+	}
+	return pipeline{}, false
+}
+
+// sameFormat forwards the client's fields with model replaced by the
+// upstream model id; unknown fields travel unchanged.
+func sameFormat(req *Request, model string) ([]byte, []translate.Warning, error) {
+	b, err := requestBody(req, model)
+	return b, nil, err
+}
+
+// withUsageChunk asks an OpenAI-format upstream for the final usage chunk,
+// which the translated client stream needs.
+func withUsageChunk(b []byte) []byte {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(b, &top) != nil {
+		return b
+	}
+	top["stream_options"] = json.RawMessage(`{"include_usage":true}`)
+	out, err := json.Marshal(top)
+	if err != nil {
+		return b
+	}
+	return out
+}
+
+func passChat(_ *Request, b []byte) ([]byte, translate.Usage, error) {
+	var probe struct {
+		Choices json.RawMessage `json:"choices"`
+		Usage   *usage          `json:"usage"`
+		Error   json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(b, &probe) != nil {
+		return nil, translate.Usage{}, errEmpty
+	}
+	if len(probe.Error) > 0 && string(probe.Error) != "null" {
+		return nil, translate.Usage{}, &translate.UpstreamError{Message: "error object in a 200 response"}
+	}
+	if len(probe.Choices) == 0 || bytes.Equal(probe.Choices, []byte("[]")) {
+		return nil, translate.Usage{}, errEmpty
+	}
+	return b, probe.Usage.counts(), nil
+}
+
+func passMessages(_ *Request, b []byte) ([]byte, translate.Usage, error) {
+	var probe struct {
+		Type    string          `json:"type"`
+		Content json.RawMessage `json:"content"`
+		Usage   *struct {
+			InputTokens  int64 `json:"input_tokens"`
+			OutputTokens int64 `json:"output_tokens"`
+			CacheRead    int64 `json:"cache_read_input_tokens"`
+			CacheWrite   int64 `json:"cache_creation_input_tokens"`
+		} `json:"usage"`
+	}
+	if json.Unmarshal(b, &probe) != nil {
+		return nil, translate.Usage{}, errEmpty
+	}
+	if probe.Type == "error" {
+		return nil, translate.Usage{}, &translate.UpstreamError{Message: "error object in a 200 response"}
+	}
+	if probe.Type != "message" {
+		return nil, translate.Usage{}, errEmpty
+	}
+	var u translate.Usage
+	if probe.Usage != nil {
+		u = translate.Usage{PromptTokens: probe.Usage.InputTokens, CompletionTokens: probe.Usage.OutputTokens,
+			CachedTokens: probe.Usage.CacheRead, CacheWriteTokens: probe.Usage.CacheWrite}
+	}
+	return b, u, nil
+}
+
+func passEmbeddings(_ *Request, b []byte) ([]byte, translate.Usage, error) {
+	var probe struct {
+		Data  json.RawMessage `json:"data"`
+		Usage *usage          `json:"usage"`
+	}
+	if json.Unmarshal(b, &probe) != nil || len(probe.Data) == 0 {
+		return nil, translate.Usage{}, errEmpty
+	}
+	return b, probe.Usage.counts(), nil
+}
+
+func (u *usage) counts() translate.Usage {
+	if u == nil {
+		return translate.Usage{}
+	}
+	out := translate.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}
+	if u.PromptTokensDetails != nil {
+		out.CachedTokens = u.PromptTokensDetails.CachedTokens
+	}
+	if u.CompletionTokensDetails != nil {
+		out.ReasoningTokens = u.CompletionTokensDetails.ReasoningTokens
+	}
+	return out
+}
+
+// warningsHeader renders translation warnings for X-Switchyard-Warning.
+func warningsHeader(ws []translate.Warning) string {
+	var b bytes.Buffer
+	for i, w := range ws {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(w.Code)
+	}
+	return b.String()
+}
+
+var _ = fmt.Sprintf
+
+type betaKey struct{}
+
+// withBeta carries the client's anthropic-beta header to the upstream send.
+func withBeta(ctx context.Context, beta string) context.Context {
+	if beta == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, betaKey{}, beta)
+}
+
+func ctxBeta(ctx context.Context) string {
+	v, _ := ctx.Value(betaKey{}).(string)
+	return v
+}
+
+// warningText joins request warnings and translation losses for
+// X-Switchyard-Warning.
+func warningText(pre []string, ws []translate.Warning) string {
+	all := append([]string(nil), pre...)
+	for _, w := range ws {
+		all = append(all, w.Code)
+	}
+	return strings.Join(all, ", ")
+}
