@@ -27,6 +27,7 @@ type metrics struct {
 	lockoutsApplied    *prometheus.CounterVec
 	breakerTransitions *prometheus.CounterVec
 	egressLocks        *prometheus.CounterVec
+	emergency          *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -43,7 +44,8 @@ func newMetrics() *metrics {
 	m.lockoutsApplied = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_model_lockouts_applied_total", Help: "Model lockouts applied."}, []string{"provider", "reason"})
 	m.breakerTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_breaker_transitions_total", Help: "Provider breaker transitions."}, []string{"provider", "to"})
 	m.egressLocks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_egress_locks_total", Help: "Egress-group locks applied."}, []string{"provider"})
-	m.reg.MustRegister(m.attempts, m.failures, m.failovers, m.excluded, m.poolExhausted, m.ttfb, m.httpRequests, m.httpDuration,
+	m.emergency = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_emergency_fallbacks_total", Help: "Emergency fallback attempts."}, []string{"outcome"})
+	m.reg.MustRegister(m.emergency, m.attempts, m.failures, m.failovers, m.excluded, m.poolExhausted, m.ttfb, m.httpRequests, m.httpDuration,
 		m.cooldownsApplied, m.lockoutsApplied, m.breakerTransitions, m.egressLocks,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -93,3 +95,5 @@ func (m *metrics) handler() echo.HandlerFunc {
 		return nil
 	}
 }
+
+func (m *metrics) EmergencyFallback(outcome string) { m.emergency.WithLabelValues(outcome).Inc() }

@@ -15,17 +15,16 @@ var _ gateway.LogSink = logSink{}
 func (l logSink) Record(r *gateway.LogRecord) {
 	e := services.RequestLogEntry{
 		ID: r.ID, CreatedAt: r.CreatedAt, ClientRequestID: r.ClientRequestID, APIKeyID: r.KeyID, APIKeyName: r.KeyName,
-		APIKeyPrefix: r.KeyPrefix, Method: "POST", Endpoint: r.Endpoint, InboundFormat: "openai-chat", Stream: r.Stream,
+		APIKeyPrefix: r.KeyPrefix, Method: "POST", Endpoint: r.Endpoint, InboundFormat: r.Inbound, Stream: r.Stream,
 		StreamOutcome: r.StreamOutcome, RequestedModel: r.RequestedModel, ResolvedKind: r.ResolvedKind, ComboName: r.ComboName,
 		ComboPath: r.ComboName, Strategy: r.Strategy, Provider: r.Provider, Model: r.Model, ConnectionID: r.ConnectionID,
 		Status: r.Status, Outcome: r.Outcome, ErrorCode: r.ErrorCode, Attempts: r.Attempts,
 		PromptTokens: r.PromptTokens, CachedTokens: r.CachedTokens, CompletionTokens: r.CompletionTok, ReasoningTokens: r.ReasoningTokens,
 		LatencyMs: r.LatencyMs, TtftMs: r.TtftMs, UpstreamLatencyMs: r.UpstreamMs, Warnings: []string{},
-		AffinityHit: r.AffinityHit, LeaseManaged: r.LeaseManaged,
+		AffinityHit: r.AffinityHit, LeaseManaged: r.LeaseManaged, EmergencyFallback: r.EmergencyFallback,
 	}
-	if r.Provider != "" {
-		e.UpstreamFormat = "openai-chat"
-	}
+	e.UpstreamFormat = r.UpstreamFormat
+	e.CacheWriteTokens = r.CacheWriteTokens
 	if e.Outcome == "" {
 		e.Outcome = "client_error"
 		if e.Status >= 500 {

@@ -66,6 +66,7 @@ type Server struct {
 	queues      *traffic.Queues
 	pins        *affinity.Pins
 	leases      *leases.Leases
+	toolLimits  *gateway.ToolLimits
 	resilience  *resilience.Engine
 	v1          *handlers.V1
 	echo        *echo.Echo

@@ -35,6 +35,12 @@ func (s *Server) wireTraffic(ctx context.Context) error {
 		return err
 	}
 	s.gateway.SetTraffic(&gateway.Traffic{Slots: s.slots, Queues: s.queues, Pins: s.pins, Leases: s.leases, Doc: svc.Resilience})
+	tools, err := gateway.NewToolLimits(ctx, s.clock, models.NewToolLimitStore(s.db))
+	if err != nil {
+		return err
+	}
+	s.toolLimits = tools
+	s.gateway.SetToolLimits(tools)
 	return nil
 }
 

@@ -222,7 +222,7 @@ func (h *V1) inference(c echo.Context, spec inferenceSpec, received time.Time, k
 		var bg bool
 		if v, ok := top["background"]; ok && json.Unmarshal(v, &bg) == nil && bg {
 			// Background mode is served synchronously (20-resilience §13.1).
-			req.Warnings = append(req.Warnings, "background_mode_ignored")
+			req.Warnings = append(req.Warnings, "background_mode_degraded")
 		}
 	}
 	if key, _, ok := affinity.SessionKey(c.Request().Header, top); ok {

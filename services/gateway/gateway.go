@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -59,6 +60,7 @@ type Gateway struct {
 	settings atomic.Pointer[Settings]
 	source   atomic.Pointer[func() *Settings]
 	traffic  *Traffic
+	tools    *ToolLimits
 }
 
 // New builds the gateway.
@@ -195,21 +197,22 @@ type Diagnostics struct {
 
 // attemptState is what one client request accumulates while routing.
 type attemptState struct {
-	attempts   int
-	excluded   map[string]bool // connection ids failed in this request
-	failedProv map[string]bool // providers with a failure in this request
-	skipModel  map[string]bool // models skipped after a next_model failure
-	last       *resilience.Outcome
-	lastRes    result
-	diag       []Exclusion
-	timerWait  time.Duration // earliest timer among exclusions
-	timers     map[string]bool
-	noTimer    bool // some exclusion is not a timer
-	lastTarget string
-	warnings   []translate.Warning
-	onlyLocal  bool  // every failure so far was a local limit
-	localErr   error // the last local limiter error
-	log        *LogRecord
+	attempts      int
+	excluded      map[string]bool // connection ids failed in this request
+	failedProv    map[string]bool // providers with a failure in this request
+	skipModel     map[string]bool // models skipped after a next_model failure
+	last          *resilience.Outcome
+	lastRes       result
+	diag          []Exclusion
+	timerWait     time.Duration // earliest timer among exclusions
+	timers        map[string]bool
+	noTimer       bool // some exclusion is not a timer
+	lastTarget    string
+	bestToolLimit ToolLimit
+	warnings      []translate.Warning
+	onlyLocal     bool  // every failure so far was a local limit
+	localErr      error // the last local limiter error
+	log           *LogRecord
 }
 
 func (st *attemptState) exclude(t target, connID, reason, detail string, retryAfter time.Duration) {
@@ -281,12 +284,109 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, req *Request) {
 	if out.gone() {
 		return
 	}
+	if g.emergency(r, out, snap, req, st, set) {
+		return
+	}
 	g.fail(out, st, g.finalError(req, st))
+}
+
+// emergency makes the one last attempt of 20-resilience §13.3 on the
+// configured fallback target, only after every target failed for a reason
+// that allows it. It reports whether the fallback served the request.
+func (g *Gateway) emergency(r *http.Request, out *clientWriter, snap *Snapshot, req *Request, st *attemptState, set *Settings) bool {
+	if g.traffic == nil || g.traffic.Doc == nil || out.committedUseful() {
+		return false
+	}
+	ef := g.traffic.Doc().EmergencyFallback
+	if !ef.Active() || (ef.SkipForToolRequests && req.ToolCount > 0) || req.LeaseConnID != "" {
+		return false
+	}
+	if st.onlyLocal && st.localErr != nil {
+		return false
+	}
+	if st.last != nil {
+		switch st.last.Reason {
+		case resilience.ReasonCallerError, resilience.ReasonClientAbort, resilience.ReasonLocalLimit:
+			return false
+		}
+	}
+	route, gerr := Resolve(snap, req.Key, ef.Target)
+	if gerr != nil {
+		return false
+	}
+	if (route.Combo != nil && req.Route.Combo != nil && route.Combo.ID == req.Route.Combo.ID) ||
+		(route.Combo == nil && req.Route.Combo == nil && route.Canonical() == req.Route.Canonical()) {
+		return false // the fallback is what just failed
+	}
+	fr := *req
+	fr.Route = route
+	fr.Body = capTokens(req.Body, req.Inbound, ef.MaxOutputTokens)
+	one := *set
+	one.MaxAttempts = st.attempts + 1 // one attempt, no waits, no recursion
+	out.w.Header().Set("X-Switchyard-Emergency-Fallback", "from="+req.Model+"; to="+ef.Target)
+	for _, t := range expand(snap, route) {
+		_, _, stop := g.walkTarget(withBeta(r.Context(), req.AnthropicBeta), out, snap, t, &fr, st, &one)
+		if stop || st.attempts >= one.MaxAttempts {
+			break
+		}
+	}
+	served := st.log.Status == 200 && (st.log.Outcome == "success" || st.log.Outcome == "failover")
+	if served {
+		st.log.EmergencyFallback = true
+		st.log.Outcome = "emergency_fallback"
+		g.obs.EmergencyFallback("success")
+		return true
+	}
+	g.obs.EmergencyFallback("failure")
+	if !out.committed() {
+		out.w.Header().Del("X-Switchyard-Emergency-Fallback")
+	}
+	return out.committed() || out.gone()
+}
+
+// capTokens caps the output tokens of a fallback request.
+func capTokens(body map[string]json.RawMessage, inbound string, limit int) map[string]json.RawMessage {
+	if limit <= 0 {
+		return body
+	}
+	field := "max_tokens"
+	switch inbound {
+	case InboundResponses:
+		field = "max_output_tokens"
+	case InboundEmbeddings:
+		return body
+	}
+	out := make(map[string]json.RawMessage, len(body))
+	for k, v := range body {
+		out[k] = v
+	}
+	var cur int
+	if v, ok := body[field]; !ok || json.Unmarshal(v, &cur) != nil || cur > limit {
+		out[field] = json.RawMessage(fmt.Sprint(limit))
+	}
+	if inbound == InboundChat {
+		if v, ok := body["max_completion_tokens"]; ok && json.Unmarshal(v, &cur) == nil && cur > limit {
+			out["max_completion_tokens"] = json.RawMessage(fmt.Sprint(limit))
+			delete(out, "max_tokens")
+		}
+	}
+	return out
 }
 
 // walkTarget tries the connections of one target until one serves, the
 // failover rule moves on, or nothing is left. stop = the request is over.
 func (g *Gateway) walkTarget(ctx context.Context, out *clientWriter, s *Snapshot, t target, req *Request, st *attemptState, set *Settings) (dispatched bool, lastReason resilience.Reason, stop bool) {
+	// Learned tool limit (20-resilience §13.2): a hard exclusion, tools are never dropped.
+	if req.ToolCount > 0 {
+		if l, ok := g.tools.Get(t.provider.ID, t.model); ok && l.MaxTools < req.ToolCount {
+			st.exclude(t, "", "tool_limit", fmt.Sprintf("limit %d tools", l.MaxTools), 0)
+			if l.MaxTools > st.bestToolLimit.MaxTools || st.bestToolLimit.Provider == "" {
+				st.bestToolLimit = l
+			}
+			g.obs.Excluded("tool_limit")
+			return false, "", false
+		}
+	}
 	for {
 		if st.attempts >= set.MaxAttempts {
 			st.exclude(t, "", "attempt_cap", "", 0)
@@ -318,6 +418,7 @@ func (g *Gateway) walkTarget(ctx context.Context, out *clientWriter, s *Snapshot
 		switch {
 		case res.ok:
 			g.res.Success(ctx, adm, conn.ID, t.model)
+			g.tools.Succeeded(ctx, t.provider.ID, t.model, req.ToolCount)
 			g.obs.Attempt(t.provider.ID, "success")
 			if pin := g.pinID(req, t.provider.ID); pin != "" {
 				_ = g.traffic.Pins.Pin(context.WithoutCancel(ctx), pin, req.Key.ID, t.provider.ID, conn.ID)
@@ -341,6 +442,9 @@ func (g *Gateway) walkTarget(ctx context.Context, out *clientWriter, s *Snapshot
 		f := failureOf(res, t, conn, req.ToolCount, g.clock.Now())
 		outc := g.res.Failure(ctx, adm, refOf(conn), f, func() []resilience.ConnRef { return g.siblings(s, t.provider.ID) })
 		st.log.noteOutcome(outc)
+		if outc.Detail == resilience.DetailToolLimit {
+			g.tools.Learn(ctx, t.provider.ID, t.model, outc.ToolLimit, req.ToolCount)
+		}
 		g.obs.Failure(t.provider.ID, string(outc.Reason))
 		st.last, st.lastRes = &outc, res
 		st.failedProv[t.provider.ID] = true
@@ -693,6 +797,10 @@ func (g *Gateway) answerFor(req *Request, st *attemptState) *services.GatewayErr
 	timerSecs := func() int { return ceilSeconds(st.timerWait) }
 	if st.attempts == 0 {
 		switch {
+		case st.bestToolLimit.Provider != "" && onlyToolLimits(st):
+			l := st.bestToolLimit
+			return &services.GatewayError{Status: 400, Code: "tool_limit_exceeded", Param: "tools",
+				Message: fmt.Sprintf("The request has %d tools; the largest limit known for this request's targets is %d (%s/%s).", req.ToolCount, l.MaxTools, l.Provider, l.Model)}
 		case direct && st.timers["circuit_open"]:
 			return &services.GatewayError{Status: 503, Code: "provider_circuit_open", RetryAfter: timerSecs(),
 				Message: "The provider's circuit breaker is open after repeated failures; retry after " + strconv.Itoa(timerSecs()) + " s."}
@@ -782,4 +890,14 @@ func ceilSeconds(d time.Duration) int {
 		s = 3600
 	}
 	return s
+}
+
+// onlyToolLimits reports that every exclusion was a learned tool limit.
+func onlyToolLimits(st *attemptState) bool {
+	for _, e := range st.diag {
+		if e.Reason != "tool_limit" {
+			return false
+		}
+	}
+	return len(st.diag) > 0
 }

@@ -11,41 +11,42 @@ import (
 // LogRecord is what the gateway knows about one client request when it
 // ends; the request log turns it into a row. No secret is ever put here.
 type LogRecord struct {
-	ID               string
-	CreatedAt        time.Time
-	ClientRequestID  string
-	KeyID            string
-	KeyName          string
-	KeyPrefix        string
-	Endpoint         string
-	Stream           bool
-	StreamOutcome    string
-	RequestedModel   string
-	ResolvedKind     string
-	ComboName        string
-	Strategy         string
-	Provider         string
-	Model            string
-	ConnectionID     string
-	Status           int
-	Outcome          string
-	ErrorCode        string
-	Attempts         int
-	AttemptLog       []AttemptLog
-	PromptTokens     int64
-	CachedTokens     int64
-	CompletionTok    int64
-	CacheWriteTokens int64
-	ReasoningTokens  int64
-	LatencyMs        int64
-	TtftMs           *int64
-	UpstreamMs       int64
-	AffinityHit      bool
-	Inbound          string
-	UpstreamFormat   string
-	Warnings         []string
-	LeaseManaged     bool
-	current          int
+	ID                string
+	CreatedAt         time.Time
+	ClientRequestID   string
+	KeyID             string
+	KeyName           string
+	KeyPrefix         string
+	Endpoint          string
+	Stream            bool
+	StreamOutcome     string
+	RequestedModel    string
+	ResolvedKind      string
+	ComboName         string
+	Strategy          string
+	Provider          string
+	Model             string
+	ConnectionID      string
+	Status            int
+	Outcome           string
+	ErrorCode         string
+	Attempts          int
+	AttemptLog        []AttemptLog
+	PromptTokens      int64
+	CachedTokens      int64
+	CompletionTok     int64
+	CacheWriteTokens  int64
+	ReasoningTokens   int64
+	LatencyMs         int64
+	TtftMs            *int64
+	UpstreamMs        int64
+	AffinityHit       bool
+	EmergencyFallback bool
+	Inbound           string
+	UpstreamFormat    string
+	Warnings          []string
+	LeaseManaged      bool
+	current           int
 }
 
 // AttemptLog is one dispatch of a request.

@@ -11,6 +11,7 @@ type Observer interface {
 	Excluded(reason string)
 	PoolExhausted(code string)
 	TTFB(provider string, d time.Duration)
+	EmergencyFallback(outcome string)
 }
 
 type nopObserver struct{}
@@ -21,3 +22,4 @@ func (nopObserver) Failover(string)            {}
 func (nopObserver) Excluded(string)            {}
 func (nopObserver) PoolExhausted(string)       {}
 func (nopObserver) TTFB(string, time.Duration) {}
+func (nopObserver) EmergencyFallback(string)   {}

@@ -1,0 +1,137 @@
+package gateway
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"switchyard/services"
+)
+
+// ToolLimit is a learned maximum tool count of (provider, model) (20-resilience §13.2).
+type ToolLimit struct {
+	Provider  string
+	Model     string
+	MaxTools  int
+	Source    string // parsed or inferred
+	LearnedAt time.Time
+	ExpiresAt time.Time
+}
+
+// ToolLimitStore persists learned limits (24 h TTL, survives restart).
+type ToolLimitStore interface {
+	LoadToolLimits(ctx context.Context) ([]ToolLimit, error)
+	SaveToolLimit(ctx context.Context, l ToolLimit) error
+	DeleteToolLimits(ctx context.Context) (int, error)
+}
+
+// ToolLimits keeps learned limits in memory with write-through.
+type ToolLimits struct {
+	clock services.Clock
+	store ToolLimitStore
+	mu    sync.RWMutex
+	m     map[[2]string]ToolLimit
+}
+
+const toolLimitTTL = 24 * time.Hour
+
+// NewToolLimits loads stored limits.
+func NewToolLimits(ctx context.Context, clock services.Clock, store ToolLimitStore) (*ToolLimits, error) {
+	t := &ToolLimits{clock: clock, store: store, m: map[[2]string]ToolLimit{}}
+	if store != nil {
+		list, err := store.LoadToolLimits(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range list {
+			t.m[[2]string{l.Provider, l.Model}] = l
+		}
+	}
+	return t, nil
+}
+
+// Get returns a live limit.
+func (t *ToolLimits) Get(provider, model string) (ToolLimit, bool) {
+	if t == nil {
+		return ToolLimit{}, false
+	}
+	t.mu.RLock()
+	l, ok := t.m[[2]string{provider, model}]
+	t.mu.RUnlock()
+	if !ok || !t.clock.Now().Before(l.ExpiresAt) {
+		return ToolLimit{}, false
+	}
+	return l, true
+}
+
+// Learn records a limit from a tool_limit rejection: the parsed number, else
+// the request's tool count − 1.
+func (t *ToolLimits) Learn(ctx context.Context, provider, model string, parsed, toolCount int) {
+	if t == nil {
+		return
+	}
+	l := ToolLimit{Provider: provider, Model: model, MaxTools: parsed, Source: "parsed"}
+	if parsed <= 0 {
+		l.MaxTools, l.Source = toolCount-1, "inferred"
+	}
+	if l.MaxTools < 0 {
+		l.MaxTools = 0
+	}
+	t.put(ctx, l)
+}
+
+// Succeeded raises an inferred limit after a success with k tools.
+func (t *ToolLimits) Succeeded(ctx context.Context, provider, model string, k int) {
+	if t == nil || k == 0 {
+		return
+	}
+	l, ok := t.Get(provider, model)
+	if !ok || l.Source != "inferred" || l.MaxTools >= k {
+		return
+	}
+	l.MaxTools = k
+	t.put(ctx, l)
+}
+
+func (t *ToolLimits) put(ctx context.Context, l ToolLimit) {
+	now := t.clock.Now().UTC()
+	l.LearnedAt, l.ExpiresAt = now, now.Add(toolLimitTTL)
+	t.mu.Lock()
+	t.m[[2]string{l.Provider, l.Model}] = l
+	t.mu.Unlock()
+	if t.store != nil {
+		_ = t.store.SaveToolLimit(context.WithoutCancel(ctx), l)
+	}
+}
+
+// All lists live limits (health report).
+func (t *ToolLimits) All() []ToolLimit {
+	now := t.clock.Now()
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	var out []ToolLimit
+	for _, l := range t.m {
+		if now.Before(l.ExpiresAt) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// Clear forgets every learned limit.
+func (t *ToolLimits) Clear(ctx context.Context) int {
+	t.mu.Lock()
+	n := len(t.m)
+	t.m = map[[2]string]ToolLimit{}
+	t.mu.Unlock()
+	if t.store != nil {
+		_, _ = t.store.DeleteToolLimits(ctx)
+	}
+	return n
+}
+
+// SetToolLimits installs the learned tool limits.
+func (g *Gateway) SetToolLimits(t *ToolLimits) { g.tools = t }
+
+// ToolLimits returns the learned tool limits.
+func (g *Gateway) ToolLimits() *ToolLimits { return g.tools }
