@@ -9,6 +9,7 @@ import (
 	"switchyard/services"
 	"switchyard/services/accounts"
 	"switchyard/services/gateway"
+	"switchyard/services/routing"
 )
 
 // registrySource feeds the gateway's snapshot from the admin services.
@@ -38,6 +39,13 @@ func (s *Server) wireGateway(ctx context.Context, seed uint64) error {
 	s.combos.OnChange(reload)
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	s.gateway = gateway.New(s.clock, reg, gateway.NewUpstream(s.egress, Version), accounts.NewSelector(rng), s.resilience, s.logSink, s.metrics)
+	routeState, err := routing.NewMemoryState(ctx, routing.StateOptions{Now: s.clock.Now})
+	if err != nil {
+		return err
+	}
+	// The combo strategies draw from their own source, never the account selector's.
+	comboRNG := rand.New(rand.NewPCG(seed^0x5bd1e995, seed+1))
+	s.gateway.SetStrategies(routing.NewRegistry(comboRNG, routeState), routeState)
 	s.gwSettings = &gatewaySettings{src: s.settingsSvc.General}
 	s.gateway.UseSettingsSource(func() *gateway.Settings { return &s.gwSettings.get().set })
 	return nil

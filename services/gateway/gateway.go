@@ -14,6 +14,7 @@ import (
 	"switchyard/services"
 	"switchyard/services/accounts"
 	"switchyard/services/resilience"
+	"switchyard/services/routing"
 	"switchyard/services/traffic"
 	"switchyard/services/translate"
 )
@@ -61,6 +62,9 @@ type Gateway struct {
 	source   atomic.Pointer[func() *Settings]
 	traffic  *Traffic
 	tools    *ToolLimits
+
+	strategies map[string]routing.Strategy
+	routeState routing.State
 }
 
 // New builds the gateway.
@@ -132,49 +136,102 @@ type target struct {
 	model    string
 	connID   string // "" = any connection of the provider
 	id       string // combo entry id, "" for direct
+	comboID  string // the combo whose strategy ordered this entry
+	prefConn string // strategy-preferred connection (lkgp)
 }
 
 func (t target) name() string { return t.provider.ID + "/" + t.model }
 
-// expand lists the targets of a route in order. Combo entries are walked in
-// listed order, nested combos inline (cycle-safe, depth-limited); the
-// combo strategies come with the combo engine.
-func expand(s *Snapshot, r Route) []target {
+// expand lists the targets of a route in the order its combo strategy
+// picks (30-routing §10); nested combos run with their own strategy as one
+// step of the outer walk, depth-limited and cycle-safe.
+func (g *Gateway) expand(s *Snapshot, r Route, req *Request) []target {
 	if r.Combo == nil {
 		return []target{{provider: r.Provider, model: r.Model}}
+	}
+	maxDepth := 3
+	if v, ok := r.Combo.Config["maxComboDepth"].(float64); ok && v >= 1 {
+		maxDepth = int(v)
 	}
 	var out []target
 	var walk func(c *services.Combo, depth int, path map[string]bool)
 	walk = func(c *services.Combo, depth int, path map[string]bool) {
-		if depth > 3 || path[c.ID] {
+		if depth > maxDepth || path[c.ID] {
 			return
 		}
 		path[c.ID] = true
 		defer delete(path, c.ID)
-		for _, t := range c.Targets {
+		entries := make([]routing.Entry, 0, len(c.Targets))
+		for i, t := range c.Targets {
 			if !t.IsEnabled() {
 				continue
 			}
-			switch t.Kind {
-			case services.KindCombo:
-				if inner, ok := s.ComboByID(t.ComboID); ok && inner.Enabled {
+			e := routing.Entry{Index: i, ID: t.ID, Provider: t.Provider, Model: t.Model, Weight: t.WeightValue(), Available: true}
+			if t.ConnectionID != nil {
+				e.ConnectionID = *t.ConnectionID
+			}
+			if t.Kind == services.KindCombo {
+				inner, ok := s.ComboByID(t.ComboID)
+				e.ComboRef = t.ComboID
+				e.Available = ok && inner.Enabled
+			} else {
+				e.Available = g.entryAvailable(s, t.Provider)
+			}
+			entries = append(entries, e)
+		}
+		strat, _ := routing.Lookup(g.strategies, c.Strategy)
+		rq := routing.Request{ComboID: c.ID, Now: g.clock.Now(), StickyRoundRobinLimit: intCfg(c.Config, "stickyRoundRobinLimit", 1),
+			StickyWeightedLimit: intCfg(c.Config, "stickyWeightedLimit", 1), Stats: routing.StatsMap{}}
+		ordered := strat.Order(rq, entries)
+		pref, _ := strat.(routing.ConnectionPreferrer)
+		for _, e := range ordered {
+			if e.ComboRef != "" {
+				if inner, ok := s.ComboByID(e.ComboRef); ok && inner.Enabled {
 					walk(inner, depth+1, path)
 				}
-			default:
-				p, ok := s.Catalogue.Get(t.Provider)
-				if !ok {
-					continue
-				}
-				tg := target{provider: p, model: t.Model, id: t.ID}
-				if t.ConnectionID != nil {
-					tg.connID = *t.ConnectionID
-				}
-				out = append(out, tg)
+				continue
 			}
+			p, ok := s.Catalogue.Get(e.Provider)
+			if !ok {
+				continue
+			}
+			tg := target{provider: p, model: e.Model, id: e.ID, connID: e.ConnectionID, comboID: c.ID}
+			if pref != nil {
+				if id, ok := pref.PreferredConnection(c.ID, e.ID); ok {
+					tg.prefConn = id
+				}
+			}
+			out = append(out, tg)
 		}
 	}
 	walk(r.Combo, 1, map[string]bool{})
 	return out
+}
+
+// entryAvailable is the availability snapshot strategies order on: the
+// provider's breaker is not open and it has an enabled connection.
+func (g *Gateway) entryAvailable(s *Snapshot, provider string) bool {
+	if g.res != nil && g.res.Breakers.Status(provider).State == resilience.BreakerOpen {
+		return false
+	}
+	for _, c := range s.Connections(provider) {
+		if c.Enabled {
+			return true
+		}
+	}
+	return false
+}
+
+func intCfg(cfg map[string]any, key string, def int) int {
+	if v, ok := cfg[key].(float64); ok && v >= 1 {
+		return int(v)
+	}
+	return def
+}
+
+// SetStrategies installs the combo strategies and their shared state.
+func (g *Gateway) SetStrategies(reg map[string]routing.Strategy, state routing.State) {
+	g.strategies, g.routeState = reg, state
 }
 
 // Exclusion is one element of diagnostics.excluded (10-gateway-api §9.2).
@@ -266,7 +323,7 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, req *Request) {
 		rec.ComboName = req.Route.Combo.Name
 		rec.Strategy = req.Route.Combo.Strategy
 	}
-	targets := expand(snap, req.Route)
+	targets := g.expand(snap, req.Route, req)
 	for _, t := range targets {
 		if st.skipModel[t.model] {
 			st.exclude(t, "", "failed", "same model failed with a caller error", 0)
@@ -275,6 +332,9 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, req *Request) {
 		dispatched, lastReason, stop := g.walkTarget(withBeta(r.Context(), req.AnthropicBeta), out, snap, t, req, st, set)
 		if stop {
 			return
+		}
+		if dispatched && t.comboID != "" && lastReason != "" && g.routeState != nil && lastReason != resilience.ReasonClientAbort {
+			g.routeState.OnFailure(t.comboID, t.id)
 		}
 		if dispatched && req.Route.Combo != nil && lastReason != "" {
 			g.res.FinalTargetFailure(t.provider.ID, t.provider.AuthClass, t.connID, lastReason,
@@ -324,7 +384,7 @@ func (g *Gateway) emergency(r *http.Request, out *clientWriter, snap *Snapshot, 
 	one := *set
 	one.MaxAttempts = st.attempts + 1 // one attempt, no waits, no recursion
 	out.w.Header().Set("X-Switchyard-Emergency-Fallback", "from="+req.Model+"; to="+ef.Target)
-	for _, t := range expand(snap, route) {
+	for _, t := range g.expand(snap, route, &fr) {
 		_, _, stop := g.walkTarget(withBeta(r.Context(), req.AnthropicBeta), out, snap, t, &fr, st, &one)
 		if stop || st.attempts >= one.MaxAttempts {
 			break
@@ -414,11 +474,17 @@ func (g *Gateway) walkTarget(ctx context.Context, out *clientWriter, s *Snapshot
 			g.obs.Failover(kind)
 		}
 		st.lastTarget = t.name()
+		if t.comboID != "" && g.routeState != nil {
+			g.routeState.OnDispatch(t.comboID, t.id)
+		}
 		res := g.dispatch(ctx, out, t, conn, req, st, set)
 		switch {
 		case res.ok:
 			g.res.Success(ctx, adm, conn.ID, t.model)
 			g.tools.Succeeded(ctx, t.provider.ID, t.model, req.ToolCount)
+			if t.comboID != "" && g.routeState != nil {
+				g.routeState.OnSuccess(t.comboID, t.id, conn.ID)
+			}
 			g.obs.Attempt(t.provider.ID, "success")
 			if pin := g.pinID(req, t.provider.ID); pin != "" {
 				_ = g.traffic.Pins.Pin(context.WithoutCancel(ctx), pin, req.Key.ID, t.provider.ID, conn.ID)
@@ -582,6 +648,12 @@ func (g *Gateway) pick(s *Snapshot, t target, req *Request, st *attemptState, se
 		}
 		if ps.StickyLimit > 0 {
 			sticky = ps.StickyLimit
+		}
+	}
+	// The strategy's preferred connection (lkgp), when eligible.
+	if t.prefConn != "" {
+		if c, ok := byID[t.prefConn]; ok {
+			return c
 		}
 	}
 	// An eligible affinity pin wins (a preference, never a wall: BD 7).
