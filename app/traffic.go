@@ -35,6 +35,13 @@ func (s *Server) wireTraffic(ctx context.Context) error {
 		return err
 	}
 	s.gateway.SetTraffic(&gateway.Traffic{Slots: s.slots, Queues: s.queues, Pins: s.pins, Leases: s.leases, Doc: svc.Resilience})
+	s.gateway.SetWatchdog(func() (gateway.WatchdogConfig, int) {
+		sr := svc.Resilience().StreamRecovery
+		w := sr.ThroughputWatchdog
+		return gateway.WatchdogConfig{Enabled: w.Enabled, Warmup: time.Duration(w.WarmupMs) * time.Millisecond,
+			Window: time.Duration(w.WindowMs) * time.Millisecond, MinUsefulBytesPerSecond: w.MinUsefulBytesPerSecond,
+			MinUsefulBytes: w.MinUsefulBytes}, sr.EarlyRetryMax
+	})
 	tools, err := gateway.NewToolLimits(ctx, s.clock, models.NewToolLimitStore(s.db))
 	if err != nil {
 		return err

@@ -32,6 +32,7 @@ type result struct {
 	timeout    bool  // our own target or idle timeout
 	localErr   error // a Switchyard limiter refused (penalises nothing)
 	callerErr  error // the request cannot be translated for this upstream
+	watchdog   bool  // the throughput watchdog aborted the attempt
 }
 
 func resOK() result   { return result{ok: true} }
@@ -53,6 +54,7 @@ func resTransport(kind, msg string) result {
 var errTargetTimeout = errors.New("target timeout")
 var errStreamIdle = errors.New("upstream stream idle")
 var errExecTimeout = errors.New("request queue execution timeout")
+var errWatchdog = errors.New("stream throughput too low")
 var errClientGone = errors.New("client closed request")
 
 // transportResult classifies a failed exchange: the client leaving, our own

@@ -65,6 +65,8 @@ type Gateway struct {
 
 	strategies map[string]routing.Strategy
 	routeState routing.State
+
+	watchdogCfg func() (WatchdogConfig, int)
 }
 
 // New builds the gateway.
@@ -447,6 +449,8 @@ func (g *Gateway) walkTarget(ctx context.Context, out *clientWriter, s *Snapshot
 			return false, "", false
 		}
 	}
+	var retryConn *services.Connection
+	earlyRetries := 0
 	for {
 		if st.attempts >= set.MaxAttempts {
 			st.exclude(t, "", "attempt_cap", "", 0)
@@ -460,7 +464,11 @@ func (g *Gateway) walkTarget(ctx context.Context, out *clientWriter, s *Snapshot
 			}
 			return dispatched, lastReason, false
 		}
-		conn := g.pick(s, t, req, st, set, !dispatched)
+		conn := retryConn
+		retryConn = nil
+		if conn == nil {
+			conn = g.pick(s, t, req, st, set, !dispatched)
+		}
 		if conn == nil {
 			g.res.Release(adm)
 			return dispatched, lastReason, false
@@ -505,6 +513,32 @@ func (g *Gateway) walkTarget(ctx context.Context, out *clientWriter, s *Snapshot
 			return true, "", true
 		}
 		g.obs.Attempt(t.provider.ID, "failure")
+		// Early retry on the same connection before commit (20-resilience §11).
+		if req.Stream && !res.postCommit && !out.committedUseful() && earlyRetries < g.earlyRetryMax() &&
+			(res.watchdog || res.transport == resilience.TransportReset || res.transport == resilience.TransportIdleTimeout ||
+				res.detail == resilience.DetailEmptyResponse) {
+			earlyRetries++
+			g.res.Release(adm)
+			retryConn = conn
+			continue
+		}
+		if res.watchdog {
+			// A throughput abort penalises nothing: no cooldown, no breaker count.
+			g.res.Release(adm)
+			st.last = &resilience.Outcome{Classification: resilience.Classification{Reason: resilience.ReasonTransient,
+				Detail: "throughput_too_low", Failover: resilience.FailoverNext}}
+			st.lastRes = res
+			st.excluded[conn.ID] = true
+			st.onlyLocal = false
+			lastReason = resilience.ReasonTransient
+			if res.postCommit {
+				e := &services.GatewayError{Status: 504, Code: "STREAM_THROUGHPUT_TOO_LOW", Message: "The upstream stream was too slow and was stopped."}
+				out.streamError(e)
+				st.log.Outcome, st.log.Status, st.log.ErrorCode = "upstream_error", 200, e.Code
+				return true, lastReason, true
+			}
+			continue
+		}
 		f := failureOf(res, t, conn, req.ToolCount, g.clock.Now())
 		outc := g.res.Failure(ctx, adm, refOf(conn), f, func() []resilience.ConnRef { return g.siblings(s, t.provider.ID) })
 		st.log.noteOutcome(outc)
@@ -919,6 +953,8 @@ func (g *Gateway) answerFor(req *Request, st *attemptState) *services.GatewayErr
 			code = "invalid_request"
 		}
 		return &services.GatewayError{Status: clampCaller(status), Code: code, Message: "The upstream rejected the request: " + msg}
+	case res.watchdog:
+		return &services.GatewayError{Status: 504, Code: "STREAM_THROUGHPUT_TOO_LOW", Message: "The upstream stream was too slow and was stopped."}
 	case status == 0 && res.timeout:
 		return &services.GatewayError{Status: 504, Code: "upstream_timeout", Message: "The upstream did not answer in time."}
 	case status == 0:
@@ -972,4 +1008,13 @@ func onlyToolLimits(st *attemptState) bool {
 		}
 	}
 	return len(st.diag) > 0
+}
+
+// earlyRetryMax is streamRecovery.earlyRetryMax (default 1).
+func (g *Gateway) earlyRetryMax() int {
+	if g.watchdogCfg == nil {
+		return 1
+	}
+	_, n := g.watchdogCfg()
+	return n
 }

@@ -103,6 +103,16 @@ func (g *Gateway) relayStream(ctx context.Context, cancel context.CancelCauseFun
 	var prelude [][]byte
 	preludeBytes := 0
 	headersSeen := false
+	var wd *Watchdog
+	if g.watchdogCfg != nil {
+		if cfg, _ := g.watchdogCfg(); cfg.Enabled {
+			wd = NewWatchdog(cfg, time.Now())
+		}
+	}
+	watchdogAbort := func() result {
+		cancel(errWatchdog)
+		return result{watchdog: true, transport: resilience.TransportIdleTimeout, message: "stream throughput too low"}
+	}
 	finish := func(frames [][]byte) result {
 		st.log.addCounts(ad.Usage())
 		if !out.committedUseful() {
@@ -151,6 +161,9 @@ func (g *Gateway) relayStream(ctx context.Context, cancel context.CancelCauseFun
 				cancel(errTargetTimeout)
 				return resTransport(resilience.TransportHeadersTimeout, "no useful byte within the target timeout")
 			}
+			if wd.Abort(now) {
+				return watchdogAbort()
+			}
 			if set.StreamIdleTimeout > 0 && now.Sub(lastUpstream) > set.StreamIdleTimeout {
 				cancel(errStreamIdle)
 				return resTransport(resilience.TransportIdleTimeout, "the upstream stream went silent")
@@ -183,6 +196,13 @@ func (g *Gateway) relayStream(ctx context.Context, cancel context.CancelCauseFun
 					return finish(frames)
 				}
 				return failed(errIncomplete)
+			}
+			if wd != nil {
+				n, prot := nativeUseful(t.provider.Format, ev.data)
+				wd.Observe(lastUpstream, n, prot)
+				if wd.Abort(lastUpstream) {
+					return watchdogAbort()
+				}
 			}
 			frames, useful, done, err := ad.Feed(ev.event, ev.data)
 			if err != nil {
