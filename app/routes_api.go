@@ -13,6 +13,7 @@ func (s *Server) apiRoutes(g *echo.Group) {
 	s.settingsRoutes(g, s.settingsSvc)
 	s.resilienceRoutes(g)
 	s.concurrencyRoutes(g)
+	s.leaseRoutes(g)
 	api := &handlers.API{Conns: s.conns, Combos: s.combos, Keys: s.keys, Clock: s.clock, Log: s.log.With("component", "api")}
 
 	// Connections (§5).

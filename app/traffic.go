@@ -42,6 +42,19 @@ func (s *Server) wireTraffic(ctx context.Context) error {
 			Window: time.Duration(w.WindowMs) * time.Millisecond, MinUsefulBytesPerSecond: w.MinUsefulBytesPerSecond,
 			MinUsefulBytes: w.MinUsefulBytes}, sr.EarlyRetryMax
 	})
+	s.keys.OnRevoke(func(ctx context.Context, keyID string) {
+		if _, err := s.leases.InvalidateKey(ctx, keyID, leases.ReasonManagedKeyRevoked); err != nil {
+			s.log.Error("invalidate leases of a revoked key", "key", keyID, "err", err)
+		}
+	})
+	s.conns.OnDelete(func(ctx context.Context, id string) {
+		if _, err := s.leases.Invalidate(ctx, id, leases.ReasonConnectionIneligible); err != nil {
+			s.log.Error("invalidate leases of a deleted connection", "connection", id, "err", err)
+		}
+		_, _ = s.pins.DropConnection(ctx, id)
+		_ = s.resilience.Lockouts.ForgetConnection(ctx, id)
+		s.resilience.Cooldowns.Forget(id)
+	})
 	tools, err := gateway.NewToolLimits(ctx, s.clock, models.NewToolLimitStore(s.db))
 	if err != nil {
 		return err
@@ -128,4 +141,64 @@ func protectedConn(c *services.Connection, s *Server) bool {
 		return *c.RateLimitProtection
 	}
 	return s.settingsSvc.Resilience().RequestQueue.AutoEnableApiKeyProviders && c.AuthClass == services.AuthAPIKey
+}
+
+type leaseJSON struct {
+	ID             string            `json:"id"`
+	APIKey         map[string]string `json:"apiKey"`
+	Provider       string            `json:"provider"`
+	ConnectionID   string            `json:"connectionId"`
+	ConnectionName string            `json:"connectionName"`
+	Generation     int64             `json:"generation"`
+	State          string            `json:"state"`
+	AcquiredAt     string            `json:"acquiredAt"`
+	RenewedAt      string            `json:"renewedAt"`
+	ExpiresAt      string            `json:"expiresAt"`
+	RemainingMs    int64             `json:"remainingMs"`
+}
+
+// leaseRoutes registers the lease and affinity admin routes (40-admin-api §3).
+// Only active leases are listed; ended rows stay in the database for audit.
+func (s *Server) leaseRoutes(g *echo.Group) {
+	iso := func(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+	g.GET("/resilience/leases", func(c echo.Context) error {
+		if st := c.QueryParam("state"); st != "" && st != "active" && st != "all" {
+			return services.Invalid("state", "Use active or all.")
+		}
+		now := s.clock.Now()
+		snap := s.gateway.Registry().Snapshot()
+		items := []leaseJSON{}
+		for _, l := range s.leases.Active() {
+			k, _ := s.keys.Get(c.Request().Context(), l.KeyID)
+			name := ""
+			if cn, ok := snap.Connection(l.ConnectionID); ok {
+				name = cn.Name
+			}
+			items = append(items, leaseJSON{ID: l.ID, APIKey: map[string]string{"id": k.ID, "name": k.Name, "prefix": k.Prefix},
+				Provider: l.Provider, ConnectionID: l.ConnectionID, ConnectionName: name, Generation: l.Generation, State: string(l.State),
+				AcquiredAt: iso(l.AcquiredAt), RenewedAt: iso(l.RenewedAt), ExpiresAt: iso(l.ExpiresAt), RemainingMs: l.ExpiresAt.Sub(now).Milliseconds()})
+		}
+		c.Response().Header().Set("Cache-Control", "no-store")
+		return c.JSON(http.StatusOK, map[string]any{"items": items, "nextCursor": nil})
+	})
+	g.DELETE("/resilience/leases/:id", func(c echo.Context) error {
+		for _, l := range s.leases.Active() {
+			if l.ID == c.Param("id") {
+				if _, err := s.leases.Invalidate(c.Request().Context(), l.ConnectionID, leases.ReasonAdminEnded); err != nil {
+					return err
+				}
+				s.log.Info("audit", "actor", handlers.Actor(c), "action", "lease.end", "id", l.ID)
+				return c.JSON(http.StatusOK, map[string]string{"id": l.ID, "state": "invalidated", "endReason": leases.ReasonAdminEnded})
+			}
+		}
+		return services.ErrNotFound
+	})
+	g.DELETE("/resilience/affinity", func(c echo.Context) error {
+		n := s.pins.Count()
+		if err := s.pins.Clear(c.Request().Context()); err != nil {
+			return err
+		}
+		s.log.Info("audit", "actor", handlers.Actor(c), "action", "affinity.clear")
+		return c.JSON(http.StatusOK, map[string]int{"pinsCleared": n})
+	})
 }

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"sort"
@@ -222,5 +223,30 @@ func TestLeaseScenario(t *testing.T) {
 	r, b = postKey(t, f.url+"/v1/chat/completions", f.key, chatBody, "X-Switchyard-Lease-Owner", owner, "X-Switchyard-Lease-Generation", "1")
 	if r.StatusCode != 403 || !strings.Contains(string(b), "LEASE_SCOPE_REQUIRED") {
 		t.Fatalf("unscoped lease headers: %d %s", r.StatusCode, b)
+	}
+}
+
+func TestLeaseEndsWhenKeyRevokedAndAdminListsLeases(t *testing.T) {
+	f := newGW(t, "fk-1")
+	c1 := f.conns["fk-1"].ID
+	k, secret, err := f.app.Server.Keys().Create(t.Context(), services.KeyInput{Name: services.Some("managed"),
+		Scopes: services.Some([]string{"inference", "lease:exclusive"}), AllowedConnections: services.Some([]string{c1})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := "vlo_" + strings.Repeat("C", 43)
+	if resp, b := postKey(t, f.url+"/v1/session-leases", secret, `{"action":"acquire","model":"fake/m1"}`, "X-Switchyard-Lease-Owner", owner); resp.StatusCode != 200 {
+		t.Fatalf("acquire: %d %s", resp.StatusCode, b)
+	}
+	list := adminGet(t, f.app, "/api/resilience/leases")
+	items, _ := list["items"].([]any)
+	if len(items) != 1 || strings.Contains(fmt.Sprint(list), owner) {
+		t.Fatalf("lease list %v", list)
+	}
+	if _, err := f.app.Server.Keys().Revoke(t.Context(), k.ID); err != nil {
+		t.Fatal(err)
+	}
+	if items, _ := adminGet(t, f.app, "/api/resilience/leases")["items"].([]any); len(items) != 0 {
+		t.Fatalf("revoking the key left %d active leases", len(items))
 	}
 }

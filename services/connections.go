@@ -227,6 +227,7 @@ type Connections struct {
 	// onCredentials runs after new credentials were saved for a connection
 	// that was terminal: the resilience state owner clears it (BD 4).
 	onCredentials func(ctx context.Context, id string)
+	onDelete      func(ctx context.Context, id string)
 	comboStore    ComboStore
 	keyStore      KeyStore
 }
@@ -398,6 +399,10 @@ func (s *Connections) Update(ctx context.Context, id string, in ConnectionInput)
 	return c, nil
 }
 
+// OnDelete registers the hook that drops the state of a deleted connection
+// (leases, pins, lockouts, cooldown memory).
+func (s *Connections) OnDelete(f func(ctx context.Context, id string)) { s.onDelete = f }
+
 // OnCredentialsChanged registers the hook that clears a terminal state when
 // new credentials are saved.
 func (s *Connections) OnCredentialsChanged(f func(ctx context.Context, id string)) {
@@ -419,6 +424,9 @@ func (s *Connections) Delete(ctx context.Context, id string) error {
 	}
 	if err := s.store.DeleteConnection(ctx, id); err != nil {
 		return fmt.Errorf("services: delete connection %s: %w", id, err)
+	}
+	if s.onDelete != nil {
+		s.onDelete(ctx, id)
 	}
 	s.changed()
 	return nil

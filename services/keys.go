@@ -149,7 +149,11 @@ type Keys struct {
 	onChange func()
 	touchMu  sync.Mutex
 	touches  sync.WaitGroup
+	onRevoke func(ctx context.Context, keyID string)
 }
+
+// OnRevoke registers a hook run after a key is revoked (its leases end).
+func (s *Keys) OnRevoke(f func(ctx context.Context, keyID string)) { s.onRevoke = f }
 
 // NewKeys builds the service and loads the index.
 func NewKeys(ctx context.Context, store KeyStore, conns ConnectionStore, clock Clock) (*Keys, error) {
@@ -288,6 +292,9 @@ func (s *Keys) Revoke(ctx context.Context, id string) (APIKey, error) {
 	k.RevokedAt = &now
 	if err := s.store.UpdateKey(ctx, k); err != nil {
 		return APIKey{}, err
+	}
+	if s.onRevoke != nil {
+		s.onRevoke(ctx, k.ID)
 	}
 	return k, s.changed(ctx)
 }
