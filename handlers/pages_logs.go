@@ -1,0 +1,219 @@
+package handlers
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"switchyard/services"
+	"switchyard/views"
+)
+
+// Request logs (50-dashboard §6.7): a filtered, keyset-paginated list and
+// the detail of one request with its attempt timeline. The store is the
+// same as GET /api/logs and GET /api/logs/{id}.
+
+const logsTitle, logsHref = "Request logs", "/logs"
+
+// Filter messages.
+const (
+	msgLogWhen       = "Enter a date and time, such as 2026-03-01T09:30."
+	msgLogOrder      = "The start must be before the end."
+	msgLogCursor     = "This page link no longer works. Start again from the newest requests."
+	msgChooseOptions = "Choose one of the options."
+)
+
+// logTimeLayouts are what the from/to fields accept (datetime-local, RFC 3339).
+var logTimeLayouts = []string{"2006-01-02T15:04", "2006-01-02T15:04:05", time.RFC3339, time.RFC3339Nano, "2006-01-02"}
+
+func parseLogTime(s string) (time.Time, bool) {
+	for _, l := range logTimeLayouts {
+		if t, err := time.Parse(l, s); err == nil {
+			return t.UTC(), true
+		}
+	}
+	return time.Time{}, false
+}
+
+// logFilters reads the filter form (the query) into its view model, the
+// store query and the problems found before asking the store.
+func logFilters(v url.Values, now time.Time) (views.LogFiltersVM, services.RequestLogQuery, views.FieldErrors) {
+	f := views.LogFiltersVM{Range: v.Get("range"), Since: strings.TrimSpace(v.Get("since")), Until: strings.TrimSpace(v.Get("until")),
+		Outcome: v.Get("outcome"), Model: strings.TrimSpace(v.Get("model")), Provider: strings.TrimSpace(v.Get("provider")),
+		Connection: v.Get("connectionId"), Key: v.Get("keyId"), Stream: v.Get("stream"), RequestID: strings.TrimSpace(v.Get("requestId"))}
+	q := services.RequestLogQuery{Outcome: f.Outcome, Model: f.Model, Provider: f.Provider, ConnectionID: f.Connection,
+		KeyID: f.Key, RequestID: f.RequestID, Cursor: v.Get("cursor")}
+	errs := views.FieldErrors{}
+	if f.Custom() {
+		if f.Since != "" {
+			if t, ok := parseLogTime(f.Since); ok {
+				q.Since = t
+			} else {
+				errs["since"] = msgLogWhen
+			}
+		}
+		if f.Until != "" {
+			if t, ok := parseLogTime(f.Until); ok {
+				q.Until = t
+			} else {
+				errs["until"] = msgLogWhen
+			}
+		}
+	} else if d := views.LogRangeDuration(f.Range); d > 0 {
+		q.Since = now.Add(-d)
+	}
+	switch f.Stream {
+	case "yes", "true":
+		on := true
+		q.Stream = &on
+	case "no", "false":
+		off := false
+		q.Stream = &off
+	}
+	return f, q, errs
+}
+
+// logErrors words the store's problems with a query.
+func logErrors(fields map[string]string) views.FieldErrors {
+	out := views.FieldErrors{}
+	for k, msg := range fields {
+		switch k {
+		case "since", "until":
+			out["since"] = msgLogOrder
+		case "cursor":
+			out["cursor"] = msgLogCursor
+		case "outcome":
+			out["outcome"] = msgChooseOptions
+		default:
+			out[k] = views.NewFieldErrors(map[string]string{k: msg}, nil)[k]
+		}
+	}
+	return out
+}
+
+// logNames maps connection ids to names and fills the filter choices.
+func (d *Dashboard) logNames(ctx context.Context, f *views.LogFiltersVM) (map[string]string, error) {
+	conns, err := d.Conns.List(ctx, services.ConnectionFilter{})
+	if err != nil {
+		return nil, err
+	}
+	keys, err := d.Keys.List(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	names := map[string]string{}
+	providers := map[string]bool{}
+	for _, c := range conns {
+		names[c.ID] = c.Name
+		providers[c.Provider] = true
+		if f != nil {
+			f.Conns = append(f.Conns, views.OptionVM{Value: c.ID, Label: c.Provider + " / " + c.Name})
+		}
+	}
+	if f != nil {
+		for _, k := range keys {
+			f.Keys = append(f.Keys, views.OptionVM{Value: k.ID, Label: k.Name + " (" + k.Prefix + "…)"})
+		}
+		for p := range providers {
+			f.Providers = append(f.Providers, p)
+		}
+		sort.Strings(f.Providers)
+	}
+	return names, nil
+}
+
+// logsList loads one page of the list for the filters.
+func (d *Dashboard) logsList(ctx context.Context, f views.LogFiltersVM, q services.RequestLogQuery, names map[string]string) (views.LogsListVM, error) {
+	list := views.LogsListVM{Filtered: f.Active()}
+	page, err := d.Logs.ListRequestLogs(ctx, q)
+	if verr, ok := validation(err); ok {
+		list.Errors = logErrors(verr.Fields)
+		return list, nil
+	}
+	if err != nil {
+		return list, err
+	}
+	now := d.Clock.Now()
+	for _, e := range page.Items {
+		list.Rows = append(list.Rows, views.NewLogRowVM(e, names, now))
+	}
+	base := f.Query()
+	if q.Cursor != "" {
+		list.NewestURL = logsURL(base, "")
+	}
+	if page.NextCursor != "" {
+		list.OlderURL = logsURL(base, page.NextCursor)
+	}
+	return list, nil
+}
+
+func logsURL(q url.Values, cursor string) string {
+	out := url.Values{}
+	for k, v := range q {
+		out[k] = v
+	}
+	if cursor != "" {
+		out.Set("cursor", cursor)
+	}
+	if len(out) == 0 {
+		return logsHref
+	}
+	return logsHref + "?" + out.Encode()
+}
+
+// logsPage renders the page; htmx requests aimed at the list get the list only.
+func (d *Dashboard) logsPage(c echo.Context, detail *views.LogDetailVM, fragment templComponent) error {
+	ctx := c.Request().Context()
+	v := c.QueryParams()
+	if detail != nil {
+		v = url.Values{}
+	}
+	f, q, errs := logFilters(v, d.Clock.Now())
+	names, err := d.logNames(ctx, &f)
+	if err != nil {
+		return err
+	}
+	var list views.LogsListVM
+	if len(errs) > 0 {
+		list = views.LogsListVM{Filtered: true, Errors: errs}
+	} else if list, err = d.logsList(ctx, f, q, names); err != nil {
+		return err
+	}
+	f.Errors = list.Errors
+	status := http.StatusOK
+	if len(list.Errors) > 0 {
+		status = http.StatusUnprocessableEntity
+	}
+	page := views.LogsPage(views.LogsPageVM{Filters: f, List: list, Detail: detail})
+	if fragment == nil {
+		fragment = page
+		if c.Request().Header.Get("HX-Target") == views.LogsListID {
+			fragment = views.LogsList(list)
+		}
+	}
+	return d.pageParts(c, status, logsTitle, logsHref, fragment, page)
+}
+
+// LogsPage lists requests, newest first, filtered by the query.
+func (d *Dashboard) LogsPage(c echo.Context) error { return d.logsPage(c, nil, nil) }
+
+// LogDetail shows one request: the drawer for htmx, else the list page
+// with the drawer open.
+func (d *Dashboard) LogDetail(c echo.Context) error {
+	ctx := c.Request().Context()
+	e, err := d.Logs.FindRequestLog(ctx, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	names, err := d.logNames(ctx, nil)
+	if err != nil {
+		return err
+	}
+	detail := views.NewLogDetailVM(e, names, d.Clock.Now(), logsHref)
+	return d.logsPage(c, &detail, views.LogDetail(detail))
+}

@@ -1,0 +1,406 @@
+package handlers
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/labstack/echo/v4"
+
+	"switchyard/services"
+	"switchyard/services/resilience"
+	"switchyard/views"
+)
+
+// Settings → Resilience (50-dashboard §6.9). Every card builds a JSON patch
+// of its one section and calls SettingsService.PatchResilience, the same
+// method as PATCH /api/resilience, so validation and storage are the API's.
+
+const resilienceTitle, resilienceHref = "Resilience settings", "/settings/resilience"
+
+// msgSettingsConflict is the toast of a save that lost a race with another writer.
+const msgSettingsConflict = "These settings were changed elsewhere. The card now shows the current values."
+
+// resilienceSchema is the field table of the resilience document: kinds,
+// defaults, ranges and env names, as the settings service defines them.
+var resilienceSchema = sync.OnceValue(func() *services.SettingsSchema {
+	return resilience.ResilienceSpec(resilience.SettingsOptions{}, nil).Schema
+})
+
+// settingsData reads the current document, its sources and revision, and
+// what the Model lockout and error rules cards show besides.
+func (d *Dashboard) settingsData() views.SettingsData {
+	snap := d.Settings.ResilienceSnapshot()
+	eff, def := jsonTree(snap.Doc), jsonTree(d.Settings.ResilienceDefaults())
+	data := views.SettingsData{Fields: map[string]views.SettingsFieldData{}, Revision: snap.Revision,
+		Rules: ruleRows(snap.Doc.ProviderErrorRules), Builtin: builtinRuleRows(resilience.BuiltinRules()),
+		RuleOptions: d.ruleOptions()}
+	for _, f := range resilienceSchema().Fields() {
+		data.Fields[f.Path] = views.SettingsFieldData{Field: f, Value: views.FormatSettingValue(treeValue(eff, f.Path)),
+			Default: views.FormatSettingValue(treeValue(def, f.Path)), Source: snap.Source(f.Path)}
+	}
+	if d.Engine != nil && d.Engine.Lockouts != nil {
+		data.ActiveLockouts = d.Engine.Lockouts.Count()
+	}
+	return data
+}
+
+// jsonTree is a document as decoded JSON (numbers kept as json.Number).
+func jsonTree(doc any) map[string]any {
+	b, _ := json.Marshal(doc)
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var m map[string]any
+	_ = dec.Decode(&m)
+	return m
+}
+
+// treeValue reads a dotted path of a decoded document.
+func treeValue(tree map[string]any, path string) any {
+	var cur any = tree
+	for _, p := range strings.Split(path, ".") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil
+		}
+		cur = m[p]
+	}
+	return cur
+}
+
+// ruleOptions are the choices of the error rules editor.
+func (d *Dashboard) ruleOptions() views.ErrorRuleOptions {
+	var providers []string
+	for _, p := range d.providers() {
+		providers = append(providers, p.ID)
+	}
+	sort.Strings(providers)
+	reasons := []resilience.Reason{resilience.ReasonRateLimit, resilience.ReasonQuotaExhausted, resilience.ReasonCreditsExhausted,
+		resilience.ReasonAuthError, resilience.ReasonForbidden, resilience.ReasonNotFound, resilience.ReasonModelCapacity,
+		resilience.ReasonServerError, resilience.ReasonTransient, resilience.ReasonRequestRejected, resilience.ReasonCallerError}
+	opts := views.ErrorRuleOptions{Providers: providers,
+		Scopes:     []string{string(resilience.ScopeModel), string(resilience.ScopeConnection), string(resilience.ScopeProvider), string(resilience.ScopeNone)},
+		LockScopes: []string{string(resilience.ShapeFamily), string(resilience.ShapeBase), string(resilience.ShapeExact)}}
+	for _, r := range reasons {
+		opts.Reasons = append(opts.Reasons, string(r))
+	}
+	return opts
+}
+
+// ruleRows shows the stored operator rules in the editor.
+func ruleRows(rules []resilience.ErrorRuleSetting) []views.ErrorRuleRowVM {
+	out := make([]views.ErrorRuleRowVM, len(rules))
+	for i, r := range rules {
+		row := views.ErrorRuleRowVM{Index: i, ID: r.ID, Provider: r.Provider, Status: strconv.Itoa(r.Status), Match: r.Match,
+			Reason: string(r.Reason), Scope: string(r.Scope), Ban: r.Ban, Enabled: r.Enabled}
+		if r.Header != nil {
+			row.HeaderName, row.HeaderContains = r.Header.Name, r.Header.Contains
+		}
+		if r.LockScope != nil {
+			row.LockScope = string(*r.LockScope)
+		}
+		if r.CooldownMs != nil {
+			row.CooldownMs = strconv.FormatInt(*r.CooldownMs, 10)
+		}
+		out[i] = row
+	}
+	return out
+}
+
+// builtinRuleRows shows the built-in rules, read-only.
+func builtinRuleRows(rules []resilience.ErrorRule) []views.BuiltinRuleVM {
+	out := make([]views.BuiltinRuleVM, len(rules))
+	for i, r := range rules {
+		b := views.BuiltinRuleVM{ID: r.ID, Provider: r.Provider, Status: strconv.Itoa(r.Status), Match: r.Match,
+			Reason: string(r.Reason), Scope: string(r.Scope), LockScope: string(r.LockScope), Cooldown: "escalation"}
+		if len(r.Providers) > 1 {
+			b.Provider = strings.Join(r.Providers, ", ")
+		}
+		if r.Header != nil {
+			b.Header = r.Header.Name + " contains " + r.Header.Contains
+		}
+		if r.CooldownMs != nil {
+			b.Cooldown = views.HumanMs(*r.CooldownMs)
+		}
+		out[i] = b
+	}
+	return out
+}
+
+// ruleRowsFromForm reads the editor's rows, values as typed.
+func ruleRowsFromForm(v url.Values) []views.ErrorRuleRowVM {
+	var out []views.ErrorRuleRowVM
+	for i := 0; has(v, fmt.Sprintf("providerErrorRules.%d.id", i)); i++ {
+		f := func(name string) string { return v.Get(fmt.Sprintf("providerErrorRules.%d.%s", i, name)) }
+		out = append(out, views.ErrorRuleRowVM{Index: i, ID: f("id"), Provider: f("provider"), Status: f("status"), Match: f("match"),
+			HeaderName: f("header.name"), HeaderContains: f("header.contains"), Reason: f("reason"), Scope: f("scope"),
+			LockScope: f("lockScope"), CooldownMs: f("cooldownMs"),
+			Ban:     checked(v, fmt.Sprintf("providerErrorRules.%d.ban", i)),
+			Enabled: checked(v, fmt.Sprintf("providerErrorRules.%d.enabled", i))})
+	}
+	return out
+}
+
+// formNumber passes a typed number on: blank → null, digits → the number,
+// anything else as text so the service words the problem.
+func formNumber(s string) any {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil
+	}
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return n
+	}
+	return s
+}
+
+// rulesPatch is the providerErrorRules value of the editor's rows.
+func rulesPatch(rows []views.ErrorRuleRowVM) []any {
+	out := make([]any, 0, len(rows))
+	for _, r := range rows {
+		rule := map[string]any{"status": formNumber(r.Status), "match": r.Match, "reason": nilIfBlank(r.Reason),
+			"scope": nilIfBlank(r.Scope), "lockScope": nilIfBlank(r.LockScope), "cooldownMs": formNumber(r.CooldownMs),
+			"ban": r.Ban, "enabled": r.Enabled, "provider": nilIfBlank(r.Provider), "header": nil}
+		if id := strings.TrimSpace(r.ID); id != "" {
+			rule["id"] = id
+		}
+		if name, contains := strings.TrimSpace(r.HeaderName), r.HeaderContains; name != "" || contains != "" {
+			rule["header"] = map[string]any{"name": name, "contains": contains}
+		}
+		out = append(out, rule)
+	}
+	return out
+}
+
+func nilIfBlank(s string) any {
+	if s = strings.TrimSpace(s); s == "" {
+		return nil
+	}
+	return s
+}
+
+// listItems splits a comma-separated list of numbers.
+func listItems(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ';' || r == ' ' || r == '\t' || r == '\n' })
+}
+
+// sameSetting reports whether a typed value is the current effective one.
+func sameSetting(kind services.SettingKind, typed, current string) bool {
+	switch kind {
+	case services.SettingIntList:
+		return strings.Join(listItems(typed), ",") == strings.Join(listItems(current), ",")
+	}
+	return strings.TrimSpace(typed) == current
+}
+
+// sectionPatch builds the PATCH body of one card from its form. A field
+// left as it was shown, and not stored, is left out so its source (env or
+// default) stays; a blank number is null (the stored value is dropped).
+// shown are the values as typed, for a 422 re-render.
+func sectionPatch(def views.SettingsCardDef, v url.Values, data views.SettingsData) (map[string]any, map[string]string) {
+	section := map[string]any{}
+	shown := map[string]string{}
+	for _, path := range def.Paths() {
+		fd, ok := data.Fields[path]
+		if !ok {
+			continue
+		}
+		var val any
+		var raw string
+		switch fd.Field.Kind {
+		case services.SettingBool:
+			on := checked(v, path)
+			raw, val = strconv.FormatBool(on), on
+		case services.SettingInt:
+			raw = strings.TrimSpace(v.Get(path))
+			val = formNumber(raw)
+		case services.SettingIntList:
+			raw = v.Get(path)
+			items := listItems(raw)
+			if len(items) > 0 {
+				list := make([]any, len(items))
+				for i, it := range items {
+					list[i] = formNumber(it)
+				}
+				val = list
+			}
+		default:
+			continue
+		}
+		shown[path] = raw
+		if val != nil && sameSetting(fd.Field.Kind, raw, fd.Value) && fd.Source != services.SourceStored {
+			continue
+		}
+		setPatchPath(section, strings.TrimPrefix(path, def.Key+"."), val)
+	}
+	return map[string]any{def.Key: section}, shown
+}
+
+// setPatchPath sets a dotted path in a patch object.
+func setPatchPath(m map[string]any, path string, v any) {
+	parts := strings.Split(path, ".")
+	for _, p := range parts[:len(parts)-1] {
+		sub, ok := m[p].(map[string]any)
+		if !ok {
+			sub = map[string]any{}
+			m[p] = sub
+		}
+		m = sub
+	}
+	m[parts[len(parts)-1]] = v
+}
+
+// ifMatch turns the revision a card was rendered from into If-Match.
+func ifMatch(revision string) string {
+	if _, err := strconv.ParseInt(strings.TrimSpace(revision), 10, 64); err != nil {
+		return ""
+	}
+	return `"r` + strings.TrimSpace(revision) + `"`
+}
+
+// resiliencePage renders the page with every card fresh except card (when
+// given), and card alone for htmx.
+func (d *Dashboard) resiliencePage(c echo.Context, status int, data views.SettingsData, card *views.SettingsCardVM) error {
+	cards := make([]views.SettingsCardVM, 0, len(views.SettingsCardDefs))
+	for _, def := range views.SettingsCardDefs {
+		if card != nil && def.Section == card.Def.Section {
+			cards = append(cards, *card)
+			continue
+		}
+		cards = append(cards, views.NewSettingsCardVM(def, data, nil))
+	}
+	page := views.ResiliencePage(cards)
+	fragment := page
+	if card != nil {
+		fragment = views.SettingsCard(*card)
+	}
+	return d.pageParts(c, status, resilienceTitle, resilienceHref, fragment, page)
+}
+
+// findCard is the card of the :section parameter.
+func findCard(c echo.Context) (views.SettingsCardDef, error) {
+	def, ok := views.FindSettingsCard(c.Param("section"))
+	if !ok {
+		return def, services.ErrNotFound
+	}
+	return def, nil
+}
+
+// ResiliencePage shows every card.
+func (d *Dashboard) ResiliencePage(c echo.Context) error {
+	return d.resiliencePage(c, http.StatusOK, d.settingsData(), nil)
+}
+
+// ResilienceCard shows one card: its current values, or with ?defaults=1
+// the built-in defaults, unsaved ("Restore defaults").
+func (d *Dashboard) ResilienceCard(c echo.Context) error {
+	def, err := findCard(c)
+	if err != nil {
+		return err
+	}
+	data := d.settingsData()
+	var card views.SettingsCardVM
+	if c.QueryParam("defaults") != "" {
+		card = views.NewSettingsCardVM(def, data, views.DefaultValues(def, data))
+		if card.Rules != nil {
+			card.Rules.Rows = nil
+		}
+		card.DefaultsLoaded = true
+	} else {
+		card = views.NewSettingsCardVM(def, data, nil)
+	}
+	return d.resiliencePage(c, http.StatusOK, data, &card)
+}
+
+// ResilienceSave saves one card (SettingsService.PatchResilience, twin
+// PATCH /api/resilience with only that section, If-Match from the card).
+func (d *Dashboard) ResilienceSave(c echo.Context) error {
+	def, err := findCard(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	v := form(c)
+	data := d.settingsData()
+	var patch map[string]any
+	var shown map[string]string
+	var rows []views.ErrorRuleRowVM
+	if def.Section == views.SectionErrorRules {
+		rows = ruleRowsFromForm(v)
+		patch = map[string]any{def.Key: rulesPatch(rows)}
+	} else {
+		patch, shown = sectionPatch(def, v, data)
+	}
+	body, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	_, _, err = d.Settings.PatchResilience(ctx, body, ifMatch(v.Get("revision")))
+	if verr, ok := validation(err); ok {
+		card := views.NewSettingsCardVM(def, data, shown)
+		if card.Rules != nil {
+			card.Rules.Rows = rows
+		}
+		card.Revision = revisionOf(v.Get("revision"), data.Revision)
+		card.Errors = views.SettingsErrors(def, verr.Fields, shown)
+		return d.resiliencePage(c, http.StatusUnprocessableEntity, data, &card)
+	}
+	if errors.Is(err, services.ErrPreconditionFailed) {
+		// Another writer saved first: the card reloads itself with the
+		// current values (htmx does not swap a 409).
+		trigger(c, views.EventSettingsStalePrefix+def.Section, nil)
+		toast(c, "warning", msgSettingsConflict)
+		card := views.NewSettingsCardVM(def, data, nil)
+		return d.resiliencePage(c, http.StatusConflict, data, &card)
+	}
+	if err != nil {
+		return err
+	}
+	trigger(c, views.EventSettingsSaved, map[string]string{"section": def.Section})
+	toast(c, "success", def.Title+" saved.")
+	return afterMutation(c, resilienceHref+"#"+views.RowID(views.RowSettingsCard, def.Section), func() error {
+		fresh := d.settingsData()
+		card := views.NewSettingsCardVM(def, fresh, nil)
+		card.Saved = true
+		for _, other := range views.SettingsCardDefs {
+			if other.Section != def.Section {
+				card.OOBRevisions = append(card.OOBRevisions, other.Section)
+			}
+		}
+		return render(c, http.StatusOK, views.SettingsCard(card), nil)
+	})
+}
+
+// revisionOf keeps the revision the form was rendered from, so a 422
+// re-render does not silently adopt a newer one.
+func revisionOf(s string, current int64) int64 {
+	if n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64); err == nil {
+		return n
+	}
+	return current
+}
+
+// ErrorRulesBuilder re-renders the error rules card after an edit (add,
+// remove, move a row); nothing is saved.
+func (d *Dashboard) ErrorRulesBuilder(c echo.Context) error {
+	def, _ := views.FindSettingsCard(views.SectionErrorRules)
+	v := form(c)
+	data := d.settingsData()
+	card := views.NewSettingsCardVM(def, data, nil)
+	card.Revision = revisionOf(v.Get("revision"), data.Revision)
+	rows, focus := views.ApplyRuleOp(ruleRowsFromForm(v), v.Get("op"), data.RuleOptions)
+	verb, _, _ := strings.Cut(v.Get("op"), ":")
+	card.Rules.Rows = rows
+	if focus >= 0 {
+		card.Rules.AutofocusID = views.RuleFocusID(verb, focus)
+	}
+	card.Unsaved = true
+	return d.resiliencePage(c, http.StatusOK, data, &card)
+}

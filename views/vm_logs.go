@@ -1,0 +1,339 @@
+package views
+
+import (
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"switchyard/services"
+)
+
+// ---------------------------------------------------------------------------
+// Request logs (50-dashboard §6.7).
+
+// LogsPageVM is the Request logs page; Detail is the open drawer, if any.
+type LogsPageVM struct {
+	Filters LogFiltersVM
+	List    LogsListVM
+	Detail  *LogDetailVM
+}
+
+// OptionVM is one <option>.
+type OptionVM struct {
+	Value string
+	Label string
+}
+
+// LogRanges are the time range choices; "" is any time, "custom" uses Since and Until.
+var LogRanges = []OptionVM{
+	{"", "Any time"}, {"15m", "Last 15 minutes"}, {"1h", "Last hour"}, {"6h", "Last 6 hours"},
+	{"24h", "Last 24 hours"}, {"7d", "Last 7 days"}, {"custom", "Custom (from / to)"},
+}
+
+// LogRangeDuration is the length of a range choice (0 for any time and custom).
+func LogRangeDuration(r string) time.Duration {
+	switch r {
+	case "15m":
+		return 15 * time.Minute
+	case "1h":
+		return time.Hour
+	case "6h":
+		return 6 * time.Hour
+	case "24h":
+		return 24 * time.Hour
+	case "7d":
+		return 7 * 24 * time.Hour
+	}
+	return 0
+}
+
+// logOutcomeLabels word the outcome filter's choices.
+var logOutcomeLabels = map[string]string{
+	services.RequestOutcomeSuccess:           "Success",
+	services.RequestOutcomeClientError:       "Client error",
+	services.RequestOutcomeUpstreamError:     "Upstream error",
+	services.RequestOutcomeFailover:          "Failover happened",
+	services.RequestOutcomeEmergencyFallback: "Emergency fallback",
+	services.RequestOutcomeAborted:           "Client aborted",
+}
+
+// LogOutcomes are the outcome choices in the order of the service.
+func LogOutcomes() []OptionVM {
+	out := []OptionVM{{"", "All outcomes"}}
+	for _, o := range services.RequestOutcomes {
+		l := logOutcomeLabels[o]
+		if l == "" {
+			l = o
+		}
+		out = append(out, OptionVM{o, l})
+	}
+	return out
+}
+
+// LogFiltersVM is the filter form, values as typed.
+type LogFiltersVM struct {
+	Range, Since, Until, Outcome, Model, Provider, Connection, Key, Stream, RequestID string
+	Keys                                                                              []OptionVM
+	Conns                                                                             []OptionVM
+	Providers                                                                         []string
+	Errors                                                                            FieldErrors
+}
+
+// Query is the filters as URL parameters (blank ones left out).
+func (f LogFiltersVM) Query() url.Values {
+	q := url.Values{}
+	set := func(k, v string) {
+		if v = strings.TrimSpace(v); v != "" {
+			q.Set(k, v)
+		}
+	}
+	set("range", f.Range)
+	if f.Range == "custom" || f.Range == "" {
+		set("since", f.Since)
+		set("until", f.Until)
+	}
+	set("outcome", f.Outcome)
+	set("model", f.Model)
+	set("provider", f.Provider)
+	set("connectionId", f.Connection)
+	set("keyId", f.Key)
+	set("stream", f.Stream)
+	set("requestId", f.RequestID)
+	return q
+}
+
+// Active reports whether any filter is set.
+func (f LogFiltersVM) Active() bool { return len(f.Query()) > 0 }
+
+// Custom reports whether the from/to fields apply.
+func (f LogFiltersVM) Custom() bool {
+	return f.Range == "custom" || f.Range == "" && (f.Since != "" || f.Until != "")
+}
+
+// LogsListVM is the table region: rows, pagination and empty states.
+type LogsListVM struct {
+	Rows []LogRowVM
+	// OlderURL continues the list; NewestURL returns to the first page.
+	OlderURL  string
+	NewestURL string
+	Filtered  bool
+	Errors    FieldErrors // a bad filter (422)
+}
+
+// LogRowVM is one request in the list.
+type LogRowVM struct {
+	ID        string
+	ShortID   string
+	Time      *TimeVM
+	KeyName   string
+	KeyPrefix string
+	Requested string
+	Combo     string
+	Served    string // provider/model, "" when nothing served
+	Conn      string // connection name (or id)
+	Status    int
+	ErrorCode string
+	Attempts  int
+	Stream    bool
+	Latency   string
+	TTFT      string
+	TokensIn  string
+	TokensOut string
+	Fallback  bool
+}
+
+// StatusClass picks the badge colour of the status (the number is the text).
+func (r LogRowVM) StatusClass() string {
+	switch {
+	case r.Status >= 200 && r.Status < 300:
+		return "ok"
+	case r.Status == 499:
+		return "neutral"
+	case r.Status >= 500:
+		return "error"
+	}
+	return "warning"
+}
+
+// StatusIcon pairs the status with an icon (never colour alone).
+func (r LogRowVM) StatusIcon() string {
+	if r.Status >= 200 && r.Status < 300 {
+		return "check"
+	}
+	return "alert"
+}
+
+// URL is the row's detail page.
+func (r LogRowVM) URL() string { return "/logs/" + url.PathEscape(r.ID) }
+
+// NewLogRowVM describes one entry; conns names connection ids.
+func NewLogRowVM(e services.RequestLogEntry, conns map[string]string, now time.Time) LogRowVM {
+	at := e.CreatedAt
+	r := LogRowVM{ID: e.ID, ShortID: shortID(e.ID), Time: NewTimeVM(&at, now), KeyName: e.APIKeyName, KeyPrefix: e.APIKeyPrefix,
+		Requested: e.RequestedModel, Combo: e.ComboName, Status: e.Status, ErrorCode: e.ErrorCode, Attempts: e.Attempts,
+		Stream: e.Stream, Latency: LatencyText(e.LatencyMs), TokensIn: Thousands(e.PromptTokens), TokensOut: Thousands(e.CompletionTokens),
+		Fallback: e.EmergencyFallback}
+	if e.Provider != "" {
+		r.Served = e.Provider + "/" + e.Model
+	}
+	r.Conn = connName(conns, e.ConnectionID)
+	if e.TtftMs != nil {
+		r.TTFT = LatencyText(*e.TtftMs)
+	}
+	return r
+}
+
+func connName(conns map[string]string, id string) string {
+	if n, ok := conns[id]; ok && n != "" {
+		return n
+	}
+	return id
+}
+
+// shortID keeps the end of a request id, where ULIDs differ.
+func shortID(id string) string {
+	if len(id) <= 12 {
+		return id
+	}
+	return "…" + id[len(id)-10:]
+}
+
+// LatencyText renders a duration per 50-dashboard §4: ms below 10 s, else
+// seconds with one decimal.
+func LatencyText(ms int64) string {
+	if ms < 10_000 {
+		return Thousands(ms) + " ms"
+	}
+	return strconv.FormatFloat(float64(ms)/1000, 'f', 1, 64) + " s"
+}
+
+// Thousands renders a count with thousands separators.
+func Thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// LogDetailVM is the detail drawer of one request.
+type LogDetailVM struct {
+	Row             LogRowVM
+	ClientRequestID string
+	Endpoint        string
+	Outcome         string
+	StreamOutcome   string
+	Strategy        string
+	ComboPath       string
+	UpstreamLatency string
+	CachedTokens    string
+	ReasoningTokens string
+	Warnings        []string
+	Attempts        []AttemptVM
+	Bodies          []BodyVM
+	// CloseURL is where closing the drawer leads (the list, filters kept).
+	CloseURL string
+}
+
+// AttemptVM is one entry of the attempt timeline.
+type AttemptVM struct {
+	Index     int
+	Target    string
+	Conn      string
+	Status    string
+	Outcome   string
+	Detail    string
+	ErrorCode string
+	Latency   string
+	Hint      string
+	Success   bool
+}
+
+// Class is the timeline item's modifier.
+func (a AttemptVM) Class() string {
+	if a.Success {
+		return "timeline__item--success"
+	}
+	return "timeline__item--failed"
+}
+
+// BodyVM is one captured body.
+type BodyVM struct {
+	Label     string
+	Text      string
+	Truncated bool
+}
+
+// reasonTexts word the classifications of 20-resilience §1.4.
+var reasonTexts = map[string]string{
+	"success":           "success",
+	"rate_limit":        "rate limit",
+	"quota_exhausted":   "quota exhausted",
+	"credits_exhausted": "credits exhausted",
+	"auth_error":        "authentication error",
+	"forbidden":         "forbidden",
+	"not_found":         "model not found",
+	"model_capacity":    "model at capacity",
+	"server_error":      "server error",
+	"transient":         "transient error",
+	"request_rejected":  "request rejected",
+	"caller_error":      "caller error",
+	"client_abort":      "client aborted",
+	"local_limit":       "local limit",
+}
+
+// ReasonText words a classification ("rate_limit" → "rate limit").
+func ReasonText(r string) string {
+	if t, ok := reasonTexts[r]; ok {
+		return t
+	}
+	return strings.ReplaceAll(r, "_", " ")
+}
+
+// NewLogDetailVM describes one entry with its attempts.
+func NewLogDetailVM(e services.RequestLogEntry, conns map[string]string, now time.Time, closeURL string) LogDetailVM {
+	d := LogDetailVM{Row: NewLogRowVM(e, conns, now), ClientRequestID: e.ClientRequestID, Endpoint: e.Endpoint,
+		Outcome: logOutcomeLabels[e.Outcome], StreamOutcome: e.StreamOutcome, Strategy: e.Strategy, ComboPath: e.ComboPath,
+		UpstreamLatency: LatencyText(e.UpstreamLatencyMs), CachedTokens: Thousands(e.CachedTokens),
+		ReasoningTokens: Thousands(e.ReasoningTokens), Warnings: e.Warnings, CloseURL: closeURL}
+	if d.Outcome == "" {
+		d.Outcome = e.Outcome
+	}
+	for i, a := range e.AttemptLog {
+		av := AttemptVM{Index: i + 1, Target: a.Provider + "/" + a.Model, Conn: connName(conns, a.ConnectionID),
+			Outcome: ReasonText(a.Outcome), Detail: strings.ReplaceAll(a.Detail, "_", " "), ErrorCode: a.ErrorCode,
+			Latency: LatencyText(a.LatencyMs), Hint: a.RetryHintSource, Success: a.Outcome == "success"}
+		if a.UpstreamStatus > 0 {
+			av.Status = strconv.Itoa(a.UpstreamStatus)
+		} else {
+			av.Status = "no response"
+		}
+		d.Attempts = append(d.Attempts, av)
+	}
+	if b := e.Bodies; b != nil {
+		add := func(label string, c *services.CapturedBody) {
+			if c != nil {
+				d.Bodies = append(d.Bodies, BodyVM{Label: label, Text: c.Text, Truncated: c.Truncated})
+			}
+		}
+		add("Client request", b.Request)
+		add("Upstream request", b.UpstreamRequest)
+		add("Response", b.Response)
+	}
+	return d
+}
+
+// logFocus is the first invalid filter.
+func logFocus(f LogFiltersVM) string {
+	return firstInvalid([]string{"since", "until", "outcome"}, f.Errors)
+}
