@@ -165,6 +165,7 @@ func snapshot(t *testing.T, a *testkit.App) string {
 // fixture holds one of each resource, created through the services.
 type fixture struct {
 	conn, conn2, combo, combo2, key string
+	local string
 }
 
 func newFixture(t *testing.T, a *testkit.App) fixture {
@@ -191,6 +192,13 @@ func newFixture(t *testing.T, a *testkit.App) fixture {
 		}
 		*dst = cb.ID
 	}
+	// A local server on a closed loopback port: connection tests stay on this machine.
+	lc, err := a.Server.Connections().Create(ctx, services.ConnectionInput{Provider: services.Some("ollama"),
+		Name: services.Some("box"), BaseURL: services.Some("http://127.0.0.1:1/v1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.local = lc.ID
 	k, _ := a.NewKey("fixture-key", services.ScopeInference)
 	f.key = k.ID
 	return f
@@ -221,6 +229,7 @@ func apiRoutes(f fixture) []apiRoute {
 		{"GET", "/api/connections/:id", f.conn, "", 200},
 		{"PATCH", "/api/connections/:id", f.conn, `{"name":"renamed","priority":3}`, 200},
 		{"POST", "/api/connections/:id/reset", f.conn, "", 200},
+		{"POST", "/api/connections/:id/test", f.local, "", 200},
 		{"GET", "/api/resilience", "", "", 200},
 		{"PATCH", "/api/resilience", "", `{"modelLockout":{"enabled":true}}`, 200},
 		{"GET", "/api/settings", "", "", 200},
@@ -887,7 +896,7 @@ func TestAPIBadInputIsRefusedAndChangesNothing(t *testing.T) {
 		})
 	}
 	// Counts through the API itself are unchanged too.
-	for path, want := range map[string]int{"/api/connections": 2, "/api/combos": 2, "/api/keys": 1} {
+	for path, want := range map[string]int{"/api/connections": 3, "/api/combos": 2, "/api/keys": 1} {
 		if n := len(itemsOf(t, a.mustJSON(t, "GET", path, "", 200))); n != want {
 			t.Errorf("%s has %d items, want %d", path, n, want)
 		}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"switchyard/internal/testkit"
 	"switchyard/internal/testkit/fakeupstream"
 	"switchyard/services"
 )
@@ -146,5 +147,30 @@ func TestUpstreamNeverSeesClientSecretsOrSessionHeaders(t *testing.T) {
 	}
 	if strings.Contains(strings.Join(got.Values("Authorization"), ""), f.key) {
 		t.Error("client key forwarded upstream")
+	}
+}
+
+func TestConnectionTestRecordsOutcomeWithoutTouchingState(t *testing.T) {
+	f := newGW(t, "fk-a")
+	f.fu.Script("fk-a", fakeupstream.Step{Status: 401, ErrorMessage: "bad key"})
+	c := f.app.Login()
+	req := testkit.Request("POST", "/api/connections/"+f.conns["fk-a"].ID+"/test", "", "Sec-Fetch-Site", "same-origin")
+	req.AddCookie(c)
+	rec := f.app.Do(req)
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"ok":false`) || !strings.Contains(rec.Body.String(), `"status":401`) ||
+		!strings.Contains(rec.Body.String(), "check the API key") {
+		t.Fatalf("test: %d %s", rec.Code, rec.Body.String())
+	}
+	if st := f.app.Server.Resilience().Cooldowns.State(f.conns["fk-a"].ID); st.AuthFailCount != 0 || st.RateLimitedUntil != nil {
+		t.Fatalf("a connection test changed resilience state: %+v", st)
+	}
+	got, _ := f.app.Server.Connections().Get(context.Background(), f.conns["fk-a"].ID)
+	if got.LastTest == nil || got.LastTest.OK || got.LastTest.Status != 401 {
+		t.Fatalf("lastTest %+v", got.LastTest)
+	}
+	f.fu.ClearScripts()
+	rec = f.app.Do(req)
+	if !strings.Contains(rec.Body.String(), `"ok":true`) {
+		t.Fatalf("healthy test: %s", rec.Body.String())
 	}
 }

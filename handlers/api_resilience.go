@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"sort"
@@ -15,6 +16,7 @@ import (
 type ResilienceAPI struct {
 	*API
 	Engine *resilience.Engine
+	Tester ConnectionTester
 }
 
 type resetBody struct {
@@ -337,4 +339,33 @@ func BreakerStatuses(e *resilience.Engine) []resilience.BreakerStatus {
 	all := e.Breakers.All()
 	sort.Slice(all, func(i, j int) bool { return all[i].Provider < all[j].Provider })
 	return all
+}
+
+// ConnectionTester runs a connection test (the gateway implements it).
+type ConnectionTester interface {
+	TestConnection(ctx context.Context, c services.Connection) services.TestResult
+}
+
+// TestConnection sends one minimal request and records the outcome as
+// lastTest; a failed test is still 200. Resilience state never changes.
+func (h *ResilienceAPI) TestConnection(c echo.Context) error {
+	ctx := c.Request().Context()
+	cn, err := h.Conns.Get(ctx, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	res := h.Tester.TestConnection(ctx, cn)
+	if _, err := h.Conns.RecordTest(ctx, cn.ID, res); err != nil {
+		return err
+	}
+	out := map[string]any{"ok": res.OK, "status": res.Status, "latencyMs": res.LatencyMs, "models": res.Models, "message": res.Message}
+	if res.Reason != "" {
+		out["reason"] = res.Reason
+	} else {
+		out["reason"] = nil
+	}
+	if res.Models == nil {
+		out["models"] = nil
+	}
+	return writeAPIJSON(c, http.StatusOK, out)
 }
