@@ -165,7 +165,7 @@ func snapshot(t *testing.T, a *testkit.App) string {
 // fixture holds one of each resource, created through the services.
 type fixture struct {
 	conn, conn2, combo, combo2, key string
-	local string
+	local                           string
 }
 
 func newFixture(t *testing.T, a *testkit.App) fixture {
