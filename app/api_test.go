@@ -253,6 +253,7 @@ func apiRoutes(f fixture) []apiRoute {
 		{"POST", "/api/combos/reorder", "", `{"ids":["` + f.combo2 + `","` + f.combo + `"]}`, 200},
 		{"POST", "/api/combos", "", `{"name":"new-combo","targets":[{"provider":"openai","model":"gpt-4o"}]}`, 201},
 		{"GET", "/api/combos/:id", f.combo, "", 200},
+		{"GET", "/api/combos/:id/explain", f.combo, "", 200},
 		{"PUT", "/api/combos/:id", f.combo, `{"name":"fast","description":"replaced","targets":[{"provider":"openai","model":"gpt-4o"}]}`, 200},
 		{"PATCH", "/api/combos/:id", f.combo, `{"name":"renamed-combo"}`, 200},
 		{"DELETE", "/api/combos/:id", f.combo2, "", 204},

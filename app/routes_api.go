@@ -44,7 +44,7 @@ func (s *Server) apiRoutes(g *echo.Group) {
 // resilienceRoutes registers the resilience state routes (40-admin-api §3).
 func (s *Server) resilienceRoutes(g *echo.Group) {
 	h := &handlers.ResilienceAPI{API: &handlers.API{Conns: s.conns, Combos: s.combos, Keys: s.keys, Clock: s.clock,
-		Log: s.log.With("component", "api")}, Engine: s.resilience, Tester: s.gateway}
+		Log: s.log.With("component", "api")}, Engine: s.resilience, Tester: s.gateway, Explainer: s.gateway}
 	g.POST("/resilience/reset", h.Reset)
 	g.POST("/resilience/breakers/reset", h.ResetBreakers)
 	g.POST("/resilience/breakers/:provider/reset", h.ResetBreaker)
@@ -54,4 +54,5 @@ func (s *Server) resilienceRoutes(g *echo.Group) {
 	g.POST("/resilience/cooldowns", h.ClearCooldowns)
 	g.POST("/connections/:id/reset", h.ResetConnection)
 	g.POST("/connections/:id/test", h.TestConnection)
+	g.GET("/combos/:id/explain", h.ExplainCombo)
 }

@@ -9,14 +9,16 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"switchyard/services"
+	"switchyard/services/gateway"
 	"switchyard/services/resilience"
 )
 
 // ResilienceAPI serves the resilience state routes (40-admin-api §3).
 type ResilienceAPI struct {
 	*API
-	Engine *resilience.Engine
-	Tester ConnectionTester
+	Engine    *resilience.Engine
+	Tester    ConnectionTester
+	Explainer ComboExplainer
 }
 
 type resetBody struct {
@@ -368,4 +370,22 @@ func (h *ResilienceAPI) TestConnection(c echo.Context) error {
 		out["models"] = nil
 	}
 	return writeAPIJSON(c, http.StatusOK, out)
+}
+
+// ComboExplainer previews a combo's routing (the gateway implements it).
+type ComboExplainer interface {
+	Explain(c *services.Combo) (strategy string, sample bool, targets []gateway.ExplainTarget)
+}
+
+// ExplainCombo serves GET /api/combos/{id}/explain (read-only).
+func (h *ResilienceAPI) ExplainCombo(c echo.Context) error {
+	cb, err := h.Combos.Get(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	strategy, sample, targets := h.Explainer.Explain(&cb)
+	if targets == nil {
+		targets = []gateway.ExplainTarget{}
+	}
+	return writeAPIJSON(c, http.StatusOK, map[string]any{"strategy": strategy, "sample": sample, "targets": targets})
 }

@@ -100,3 +100,61 @@ func (g *Gateway) TestConnection(ctx context.Context, c services.Connection) ser
 	}
 	return res
 }
+
+// ExplainTarget is one element of a combo's routing preview.
+type ExplainTarget struct {
+	Index        int                 `json:"index"`
+	Target       string              `json:"target"`
+	Eligible     bool                `json:"eligible"`
+	Reason       string              `json:"reason,omitempty"`
+	RetryAfterMs *int64              `json:"retryAfterMs,omitempty"`
+	Connections  []ExplainConnection `json:"connections,omitempty"`
+}
+
+// ExplainConnection is one connection of an explained target.
+type ExplainConnection struct {
+	ID       string `json:"id"`
+	Eligible bool   `json:"eligible"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// Explain returns the order a combo's strategy would use right now, with
+// each target's eligibility (read-only; random strategies show one draw).
+func (g *Gateway) Explain(c *services.Combo) (strategy string, sample bool, out []ExplainTarget) {
+	snap := g.reg.Snapshot()
+	req := &Request{Route: Route{Combo: c}, Key: services.APIKey{}}
+	switch c.Strategy {
+	case "weighted", "random", "strict-random", "p2c", "round-robin":
+		sample = true
+	}
+	for i, t := range g.expand(snap, req.Route, req) {
+		et := ExplainTarget{Index: i, Target: t.name(), Eligible: false}
+		if adm, blk := g.res.AllowProvider(t.provider.ID, t.provider.AuthClass, t.connID); blk != nil {
+			et.Reason = blk.Reason
+			ms := blk.RetryAfter.Milliseconds()
+			et.RetryAfterMs = &ms
+			out = append(out, et)
+			continue
+		} else {
+			g.res.Release(adm)
+		}
+		for _, cn := range snap.Connections(t.provider.ID) {
+			if t.connID != "" && cn.ID != t.connID {
+				continue
+			}
+			ec := ExplainConnection{ID: cn.ID, Eligible: cn.Enabled}
+			if !cn.Enabled {
+				ec.Reason = "disabled"
+			} else if b := g.res.ConnectionBlocker(t.provider.ID, cn.ID, t.model); b != nil {
+				ec.Eligible, ec.Reason = false, b.Reason
+			}
+			et.Eligible = et.Eligible || ec.Eligible
+			et.Connections = append(et.Connections, ec)
+		}
+		if !et.Eligible && et.Reason == "" {
+			et.Reason = "unavailable"
+		}
+		out = append(out, et)
+	}
+	return c.Strategy, sample, out
+}
