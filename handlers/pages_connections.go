@@ -23,7 +23,7 @@ func (d *Dashboard) connectionsList(ctx context.Context) (views.ConnectionsListV
 	if err != nil {
 		return views.ConnectionsListVM{}, err
 	}
-	return views.NewConnectionsListVM(conns, d.providers(), d.Clock.Now()), nil
+	return d.liveConnectionsList(conns), nil
 }
 
 // connectionsPage renders the page with an optional open panel; fragment is
@@ -149,7 +149,7 @@ func (d *Dashboard) ConnectionEnabled(c echo.Context) error {
 	}
 	toast(c, "success", "Connection "+conn.Name+" "+word+".")
 	return afterMutation(c, connectionsHref, func() error {
-		return render(c, http.StatusOK, views.ConnectionRow(views.NewConnectionRowVM(conn, d.Clock.Now())), nil)
+		return render(c, http.StatusOK, views.ConnectionRow(d.liveConnectionRow(conn)), nil)
 	})
 }
 

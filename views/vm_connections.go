@@ -216,6 +216,7 @@ type ConnectionGroupVM struct {
 	Format     string
 	AuthClass  string
 	Rows       []ConnectionRowVM
+	Breaker    *GroupBreakerVM // the provider's breaker (live), nil when not known
 }
 
 // ConnectionRowVM is one row of the connections table.
@@ -224,16 +225,19 @@ type ConnectionRowVM struct {
 	Name        string
 	Provider    string
 	Enabled     bool
-	StatusClass string // badge modifier: healthy, cooling, terminal, disabled
+	StatusClass string // badge modifier: healthy, cooling, locked, terminal, disabled
 	StatusText  string
 	StatusIcon  string
-	CooldownMs  int64 // > 0 while cooling
+	Terminal    bool  // banned, expired or credits exhausted: Reset state is offered
+	CooldownMs  int64 // > 0 while cooling (never for a terminal connection)
 	CoolUntil   string
 	Backoff     int
+	BackoffMax  int // maxBackoffSteps of the connection's profile, 0 when unknown
 	Reason      string
-	ErrorHead   string // "429 rate_limit"
-	ErrorShort  string // ≤ 120 characters
-	ErrorFull   string // set when ErrorShort was cut
+	Locked      []LockedModelVM // active model lockouts, one per model (WithLive)
+	ErrorHead   string          // "429 rate_limit"
+	ErrorShort  string          // ≤ 120 characters
+	ErrorFull   string          // set when ErrorShort was cut
 	ErrorAt     *TimeVM
 	Priority    int
 	Concurrency string // "2" or "∞"
@@ -301,28 +305,14 @@ func NewConnectionRowVM(c services.Connection, now time.Time) ConnectionRowVM {
 	default:
 		r.StatusClass, r.StatusText, r.StatusIcon = "terminal", "terminal: "+strings.ReplaceAll(st, "_", " "), "alert"
 	}
-	if u := c.State.RateLimitedUntil; u != nil && u.After(now) {
+	r.Terminal = c.State.TerminalStatus != ""
+	if u := c.State.RateLimitedUntil; u != nil && u.After(now) && !r.Terminal {
 		r.CooldownMs = u.Sub(now).Milliseconds()
 		r.CoolUntil = RFC3339(*u)
 	}
 	if c.State.LastError != "" || c.State.LastErrorStatus != 0 {
-		var head []string
-		if c.State.LastErrorStatus != 0 {
-			head = append(head, strconv.Itoa(c.State.LastErrorStatus))
-		}
-		code := c.State.ErrorCode
-		if code == "" {
-			code = c.State.LastErrorReason
-		}
-		if code != "" {
-			head = append(head, code)
-		}
-		r.ErrorHead = strings.Join(head, " ")
-		r.ErrorShort = c.State.LastError
-		if utf8.RuneCountInString(c.State.LastError) > 120 {
-			r.ErrorShort = string([]rune(c.State.LastError)[:119]) + "…"
-			r.ErrorFull = c.State.LastError
-		}
+		r.ErrorHead = errorHead(c.State)
+		r.ErrorShort, r.ErrorFull = shortText(c.State.LastError)
 		r.ErrorAt = NewTimeVM(c.State.LastErrorAt, now)
 	}
 	if c.MaxConcurrent != nil {
@@ -610,3 +600,7 @@ func baseURLHelp(f ConnectionFieldsVM) string {
 	}
 	return ""
 }
+
+// ConnColumns is the number of columns of the connections table (a
+// confirmation panel in a row slot spans them all).
+const ConnColumns = connColumns

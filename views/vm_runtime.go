@@ -1,0 +1,639 @@
+package views
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"switchyard/services"
+	"switchyard/services/resilience"
+)
+
+// View models of the Runtime and Health pages, the incident badge and the
+// live cells of the Connections page (50-dashboard §2, §6.4, §6.8, §6.12).
+
+// CountdownVM is a deadline shown as "1 m 24 s" in <time data-remaining-ms>;
+// app.js ticks it down between polls (50-dashboard §4).
+type CountdownVM struct {
+	Ms  int64  // remaining milliseconds when rendered
+	ISO string // the deadline, RFC 3339
+}
+
+// NewCountdownVM is the time left until until at now; nil once it passed.
+func NewCountdownVM(until, now time.Time) *CountdownVM {
+	if until.IsZero() || !until.After(now) {
+		return nil
+	}
+	return &CountdownVM{Ms: until.Sub(now).Milliseconds(), ISO: RFC3339(until)}
+}
+
+// countdownAfter is a countdown of ms from now (a remaining time without a stored deadline).
+func countdownAfter(ms int64, now time.Time) *CountdownVM {
+	if ms <= 0 {
+		return nil
+	}
+	return NewCountdownVM(now.Add(time.Duration(ms)*time.Millisecond), now)
+}
+
+// BadgeVM is a status badge: modifier class, text and icon.
+type BadgeVM struct {
+	Class string
+	Text  string
+	Icon  string
+}
+
+// NewBreakerBadge shows a breaker state with text and icon (never colour alone).
+func NewBreakerBadge(s resilience.BreakerState) BadgeVM {
+	switch s {
+	case resilience.BreakerOpen:
+		return BadgeVM{"open", "open", "ban"}
+	case resilience.BreakerHalfOpen:
+		return BadgeVM{"half-open", "half-open", "clock"}
+	case resilience.BreakerDegraded:
+		return BadgeVM{"degraded", "degraded", "alert"}
+	}
+	return BadgeVM{"closed", "closed", "check"}
+}
+
+// reasonText turns a reason code into words ("rate_limit" → "rate limit").
+func reasonText(r string) string { return strings.ReplaceAll(r, "_", " ") }
+
+// plural is "1 model" / "2 models".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
+}
+
+// Plural is plural for handlers (toasts).
+func Plural(n int, one, many string) string { return plural(n, one, many) }
+
+// shortText cuts s to at most 120 characters (the full text goes in a disclosure).
+func shortText(s string) (short, full string) {
+	if utf8.RuneCountInString(s) > 120 {
+		return string([]rune(s)[:119]) + "…", s
+	}
+	return s, ""
+}
+
+// errorHead is "429 rate_limit_exceeded": the status and the upstream code (or reason).
+func errorHead(st services.ConnectionState) string {
+	var head []string
+	if st.LastErrorStatus != 0 {
+		head = append(head, strconv.Itoa(st.LastErrorStatus))
+	}
+	code := st.ErrorCode
+	if code == "" {
+		code = st.LastErrorReason
+	}
+	if code != "" {
+		head = append(head, code)
+	}
+	return strings.Join(head, " ")
+}
+
+// sig is a short stable digest of the parts a live cell shows.
+func sig(parts ...any) string {
+	h := fnv.New64a()
+	for _, p := range parts {
+		fmt.Fprintf(h, "%v\x1f", p)
+	}
+	return strconv.FormatUint(h.Sum64(), 36)
+}
+
+// ---------------------------------------------------------------------------
+// Runtime page.
+
+// RuntimePageVM is the whole Runtime page.
+type RuntimePageVM struct {
+	Summary   RuntimeSummaryVM
+	Breakers  BreakersPanelVM
+	Cooldowns CooldownsPanelVM
+	Models    ModelCooldownsVM
+}
+
+// RuntimeSummaryVM is the KPI strip: the resilience counts of the Overview.
+type RuntimeSummaryVM struct {
+	OpenBreakers int
+	Cooling      int
+	Terminal     int
+	Locked       int
+	WindowGate   int
+}
+
+// BreakersPanelVM is the provider breakers panel with the window gate.
+type BreakersPanelVM struct {
+	Rows        []BreakerRowVM
+	Gate        []WindowGateRowVM
+	GateEnabled bool
+	Confirm     *ConfirmVM // "Reset all breakers?" opened directly (full page)
+}
+
+// BreakerRowVM is one provider breaker.
+type BreakerRowVM struct {
+	Provider    string // canonical id
+	Name        string // catalogue name
+	Badge       BadgeVM
+	Failures    int
+	Threshold   int
+	Degradation int
+	OpenCycles  int
+	LastReason  string
+	LastAt      *TimeVM
+	RetryIn     *CountdownVM
+	Probing     bool // half-open: probe requests decide
+}
+
+// NewBreakersPanelVM lists breakers that hold state and the window gate's
+// live entries. names maps provider ids to display names, conns connection
+// ids to names.
+func NewBreakersPanelVM(all []resilience.BreakerStatus, gate []resilience.WindowGateStatus, gateEnabled bool,
+	names, conns map[string]string, now time.Time) BreakersPanelVM {
+	vm := BreakersPanelVM{GateEnabled: gateEnabled}
+	for _, b := range all {
+		vm.Rows = append(vm.Rows, NewBreakerRowVM(b, names[b.Provider], now))
+	}
+	for _, g := range gate {
+		r := WindowGateRowVM{Key: g.Key, Provider: g.Provider, ProviderName: orID(names[g.Provider], g.Provider),
+			ConnectionID: g.ConnectionID, Failures: g.FailuresInWindow, RetryIn: countdownAfter(g.RetryAfterMs, now)}
+		if g.ConnectionID != "" {
+			r.Connection = orID(conns[g.ConnectionID], g.ConnectionID)
+		}
+		vm.Gate = append(vm.Gate, r)
+	}
+	return vm
+}
+
+// NewBreakerRowVM describes one breaker status at now.
+func NewBreakerRowVM(b resilience.BreakerStatus, name string, now time.Time) BreakerRowVM {
+	r := BreakerRowVM{Provider: b.Provider, Name: orID(name, b.Provider), Badge: NewBreakerBadge(b.State),
+		Failures: b.FailureCount, Threshold: b.FailureThreshold, Degradation: b.DegradationThreshold,
+		OpenCycles: b.OpenCycleCount, LastReason: reasonText(b.LastFailureReason), LastAt: NewTimeVM(b.LastFailureAt, now),
+		Probing: b.State == resilience.BreakerHalfOpen}
+	if b.State == resilience.BreakerOpen {
+		r.RetryIn = countdownAfter(b.RetryAfterMs, now)
+	}
+	return r
+}
+
+// Empty reports nothing to show: every breaker closed and clean, no gate entry.
+func (vm BreakersPanelVM) Empty() bool { return len(vm.Rows) == 0 }
+
+// WindowGateRowVM is one provider (or pinned connection) the window gate holds back.
+type WindowGateRowVM struct {
+	Key          string
+	Provider     string
+	ProviderName string
+	ConnectionID string
+	Connection   string // name, "" for a provider-level entry
+	Failures     int
+	RetryIn      *CountdownVM
+}
+
+// CooldownsPanelVM is the connection cooldowns panel: cooling connections and,
+// apart, terminal ones.
+type CooldownsPanelVM struct {
+	Cooling  []CoolingRowVM
+	Terminal []TerminalRowVM
+	Confirm  *ConfirmVM
+}
+
+// Empty reports no cooling and no terminal connection.
+func (vm CooldownsPanelVM) Empty() bool { return len(vm.Cooling) == 0 && len(vm.Terminal) == 0 }
+
+// CoolingRowVM is one cooling connection.
+type CoolingRowVM struct {
+	ID         string
+	Name       string
+	Provider   string // display name
+	Enabled    bool
+	Reason     string
+	Backoff    int
+	BackoffMax int
+	Until      CountdownVM
+	ErrorHead  string
+	ErrorShort string
+	ErrorFull  string
+}
+
+// TerminalRowVM is one terminal connection (banned, expired, credits exhausted).
+type TerminalRowVM struct {
+	ID         string
+	Name       string
+	Provider   string
+	Enabled    bool
+	Status     string // "credits exhausted"
+	Since      *TimeVM
+	ErrorHead  string
+	ErrorShort string
+	ErrorFull  string
+}
+
+// CooldownConn is one connection with its live state, as the panel needs it.
+type CooldownConn struct {
+	Conn       services.Connection
+	State      services.ConnectionState // live (engine) state
+	Provider   string                   // display name
+	BackoffMax int
+}
+
+// NewCooldownsPanelVM sorts connections into cooling and terminal at now.
+func NewCooldownsPanelVM(conns []CooldownConn, now time.Time) CooldownsPanelVM {
+	var vm CooldownsPanelVM
+	for _, cc := range conns {
+		st, c := cc.State, cc.Conn
+		short, full := shortText(st.LastError)
+		switch {
+		case st.TerminalStatus != "":
+			vm.Terminal = append(vm.Terminal, TerminalRowVM{ID: c.ID, Name: c.Name, Provider: cc.Provider, Enabled: c.Enabled,
+				Status: reasonText(st.TerminalStatus), Since: NewTimeVM(st.TerminalAt, now),
+				ErrorHead: errorHead(st), ErrorShort: short, ErrorFull: full})
+		case st.RateLimitedUntil != nil && st.RateLimitedUntil.After(now):
+			vm.Cooling = append(vm.Cooling, CoolingRowVM{ID: c.ID, Name: c.Name, Provider: cc.Provider, Enabled: c.Enabled,
+				Reason: reasonText(st.LastErrorReason), Backoff: st.BackoffLevel, BackoffMax: cc.BackoffMax,
+				Until: *NewCountdownVM(*st.RateLimitedUntil, now), ErrorHead: errorHead(st), ErrorShort: short, ErrorFull: full})
+		}
+	}
+	return vm
+}
+
+// ModelCooldownsVM is the Model Cooldowns card (active model lockouts).
+type ModelCooldownsVM struct {
+	Enabled bool // modelLockout.enabled: off → entries are listed but not enforced
+	Rows    []LockoutRowVM
+	Confirm *ConfirmVM
+}
+
+// LockoutRowVM is one model lockout.
+type LockoutRowVM struct {
+	RowID        string
+	Provider     string
+	ProviderName string
+	ConnectionID string
+	Connection   string
+	Model        string
+	Shape        string
+	Reason       string
+	LastStatus   int
+	Failures     int
+	LockedAt     *TimeVM
+	Expires      *CountdownVM
+	Enforced     bool
+	Vals         string // hx-vals of Re-enable: {"provider", "connectionId", "model"}
+}
+
+// LockoutRowID is the row id and test id of a lockout row.
+func LockoutRowID(connectionID string, shape resilience.LockShape, lockKey string) string {
+	return RowID(RowLockout, connectionID+"-"+string(shape)+"-"+lockKey)
+}
+
+// NewModelCooldownsVM lists active lockouts (longest remaining first, as the
+// engine sorts them). names maps providers, conns connections to display names.
+func NewModelCooldownsVM(enabled bool, locks []resilience.LockoutStatus, names, conns map[string]string, now time.Time) ModelCooldownsVM {
+	vm := ModelCooldownsVM{Enabled: enabled}
+	for _, l := range locks {
+		vm.Rows = append(vm.Rows, LockoutRowVM{RowID: LockoutRowID(l.ConnectionID, l.Shape, l.LockKey),
+			Provider: l.Provider, ProviderName: orID(names[l.Provider], l.Provider), ConnectionID: l.ConnectionID,
+			Connection: orID(conns[l.ConnectionID], l.ConnectionID), Model: l.Model, Shape: string(l.Shape),
+			Reason: reasonText(string(l.Reason)), LastStatus: l.LastStatus, Failures: l.FailureCount,
+			LockedAt: NewTimeVM(&l.LockedAt, now), Expires: NewCountdownVM(l.Until, now), Enforced: l.Enforced,
+			Vals: reEnableVals(l.Provider, l.ConnectionID, l.Model)})
+	}
+	return vm
+}
+
+// reEnableVals is the hx-vals of a Re-enable button.
+func reEnableVals(provider, connectionID, model string) string {
+	b, _ := json.Marshal(map[string]string{"provider": provider, "connectionId": connectionID, "model": model})
+	return string(b)
+}
+
+func orID(name, id string) string {
+	if name == "" {
+		return id
+	}
+	return name
+}
+
+// RuntimeConfirm is a confirmation of a bulk action of the Runtime page,
+// shown in the slot above its panel. target is the panel it refreshes.
+func RuntimeConfirm(kind, title, action, url, target string, lines ...string) *ConfirmVM {
+	return &ConfirmVM{RowKind: kind, ID: "all", Title: title, Lines: lines, Action: action, Method: "post",
+		URL: url, Target: "#" + target, Cancel: "/runtime"}
+}
+
+// ---------------------------------------------------------------------------
+// Incident badge.
+
+// IncidentsVM is what the top bar's incident badge counts.
+type IncidentsVM struct {
+	OpenBreakers int
+	Terminal     int
+	Cooling      int
+	Locked       int
+	LockoutOff   bool // lockouts are listed while the master switch is off
+}
+
+// OpenBreakers counts open and half-open breakers (neither has recovered yet).
+func OpenBreakers(all []resilience.BreakerStatus) int {
+	n := 0
+	for _, b := range all {
+		if b.State == resilience.BreakerOpen || b.State == resilience.BreakerHalfOpen {
+			n++
+		}
+	}
+	return n
+}
+
+// NewIncidentsVM is the badge of open breakers, terminal and cooling
+// connections and locked models.
+func NewIncidentsVM(breakers []resilience.BreakerStatus, terminal, cooling, locked int, lockoutOn bool) IncidentsVM {
+	return IncidentsVM{OpenBreakers: OpenBreakers(breakers), Terminal: terminal, Cooling: cooling, Locked: locked,
+		LockoutOff: locked > 0 && !lockoutOn}
+}
+
+// Active reports anything worth a badge.
+func (vm IncidentsVM) Active() bool {
+	return vm.OpenBreakers+vm.Terminal+vm.Cooling+vm.Locked > 0
+}
+
+// Danger is set when something is out of service (open breaker, terminal connection).
+func (vm IncidentsVM) Danger() bool { return vm.OpenBreakers+vm.Terminal > 0 }
+
+// Text is "2 breakers open · 1 model locked".
+func (vm IncidentsVM) Text() string {
+	var parts []string
+	if vm.OpenBreakers > 0 {
+		parts = append(parts, plural(vm.OpenBreakers, "breaker", "breakers")+" open")
+	}
+	if vm.Terminal > 0 {
+		parts = append(parts, plural(vm.Terminal, "connection", "connections")+" terminal")
+	}
+	if vm.Cooling > 0 {
+		parts = append(parts, plural(vm.Cooling, "connection", "connections")+" cooling")
+	}
+	if vm.Locked > 0 {
+		t := plural(vm.Locked, "model", "models") + " locked"
+		if vm.LockoutOff {
+			t += " (lockout off)"
+		}
+		parts = append(parts, t)
+	}
+	return strings.Join(parts, " · ")
+}
+
+// ---------------------------------------------------------------------------
+// Health page.
+
+// HealthVM is the admin health report as the Health panel shows it.
+type HealthVM struct {
+	Status     string // ok, degraded, down
+	Reasons    []string
+	Version    string
+	GoVersion  string
+	Uptime     string
+	Listen     string
+	Demo       bool
+	DBOK       bool
+	DBPath     string
+	DBSchema   string
+	DBPing     string
+	DBWal      string
+	LogQueue   int64
+	LogDropped int64
+	KeyID      string
+	Goroutines int
+	Heap       string
+	Breakers   []BreakerCountVM // breakers holding state, by state
+	Cooling    int
+	Terminal   int
+	Locked     int
+	WindowGate int
+	Generated  *TimeVM
+}
+
+// BreakerCountVM is how many breakers are in one state.
+type BreakerCountVM struct {
+	Badge BadgeVM
+	N     int
+}
+
+// CountBreakers counts breakers by state, in the order open, half-open,
+// degraded, closed, leaving out states no breaker is in.
+func CountBreakers(all []resilience.BreakerStatus) []BreakerCountVM {
+	var out []BreakerCountVM
+	for _, st := range []resilience.BreakerState{resilience.BreakerOpen, resilience.BreakerHalfOpen, resilience.BreakerDegraded, resilience.BreakerClosed} {
+		n := 0
+		for _, b := range all {
+			if b.State == st {
+				n++
+			}
+		}
+		if n > 0 {
+			out = append(out, BreakerCountVM{Badge: NewBreakerBadge(st), N: n})
+		}
+	}
+	return out
+}
+
+// HealthBadge is the overall status as a badge.
+func (vm HealthVM) HealthBadge() BadgeVM {
+	switch vm.Status {
+	case "ok":
+		return BadgeVM{"ok", "ok", "check"}
+	case "down":
+		return BadgeVM{"error", "down", "ban"}
+	}
+	return BadgeVM{"warning", vm.Status, "alert"}
+}
+
+// HealthReason turns a report reason into a sentence part
+// ("breaker_open:openai" → "breaker open: openai").
+func HealthReason(r string) string {
+	code, arg, _ := strings.Cut(r, ":")
+	if arg == "" {
+		return reasonText(code)
+	}
+	return reasonText(code) + ": " + arg
+}
+
+// HumanDuration renders an uptime as "3 d 4 h", "2 h 5 m" or "45 s".
+func HumanDuration(d time.Duration) string {
+	if d >= 24*time.Hour {
+		return fmt.Sprintf("%d d %d h", int(d.Hours())/24, int(d.Hours())%24)
+	}
+	if d < 0 {
+		d = 0
+	}
+	return humanMs(d.Milliseconds())
+}
+
+// HumanBytes renders a size as "512 B", "12.3 KiB", "4.0 MiB".
+func HumanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return strconv.FormatInt(n, 10) + " B"
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 4; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
+}
+
+// ---------------------------------------------------------------------------
+// Live cells of the Connections page.
+
+// LockedModelVM is one locked model in a connection's "N models locked" list.
+type LockedModelVM struct {
+	Model    string
+	Reason   string
+	Expires  *CountdownVM
+	Enforced bool
+	Vals     string
+	until    string
+}
+
+// WithLive adds what only the engine knows to a row: its model lockouts (the
+// locked status comes after cooling in the precedence) and the backoff
+// ladder's length.
+func (r ConnectionRowVM) WithLive(locks []resilience.LockoutStatus, backoffMax int, now time.Time) ConnectionRowVM {
+	r.BackoffMax = backoffMax
+	r.Locked = nil
+	seen := map[string]bool{}
+	enforced := false
+	for _, l := range locks {
+		if !l.Active || seen[l.Model] {
+			continue // one entry per model: Re-enable clears every key shape of it
+		}
+		seen[l.Model] = true
+		r.Locked = append(r.Locked, LockedModelVM{Model: l.Model, Reason: reasonText(string(l.Reason)),
+			Expires: NewCountdownVM(l.Until, now), Enforced: l.Enforced, Vals: reEnableVals(l.Provider, r.ID, l.Model),
+			until: RFC3339(l.Until)})
+		enforced = enforced || l.Enforced
+	}
+	if enforced && r.StatusClass == "healthy" {
+		r.StatusClass, r.StatusText, r.StatusIcon = "locked", "locked", "lock"
+	}
+	return r
+}
+
+// LockedText is "2 models locked".
+func (r ConnectionRowVM) LockedText() string {
+	return plural(len(r.Locked), "model", "models") + " locked"
+}
+
+// Signatures of the live cells: GET /connections/statuses re-sends a cell
+// only when what it shows differs from the signature the page holds, so an
+// open "models locked" list or error detail stays open between polls.
+
+// StatusSig covers the badge, the reset action and the locked models.
+func (r ConnectionRowVM) StatusSig() string {
+	parts := []any{r.StatusClass, r.StatusText, r.Terminal}
+	for _, l := range r.Locked {
+		parts = append(parts, l.Model, l.Reason, l.until, l.Enforced)
+	}
+	return sig(parts...)
+}
+
+// CooldownSig covers the deadline (not the remaining time: it ticks in the
+// browser), backoff and reason.
+func (r ConnectionRowVM) CooldownSig() string {
+	return sig(r.CoolUntil, r.Backoff, r.BackoffMax, r.Reason, r.CooldownMs > 0)
+}
+
+// ErrorSig covers the last error and its relative time.
+func (r ConnectionRowVM) ErrorSig() string {
+	at := ""
+	if r.ErrorAt != nil {
+		at = r.ErrorAt.ISO + r.ErrorAt.Rel
+	}
+	return sig(r.ErrorHead, r.ErrorShort, r.ErrorFull, at)
+}
+
+// ConcurrencySig covers the concurrency cell.
+func (r ConnectionRowVM) ConcurrencySig() string { return sig(r.Concurrency) }
+
+// BreakerSig covers a provider group's breaker badge.
+func (g ConnectionGroupVM) BreakerSig() string {
+	if g.Breaker == nil {
+		return sig("")
+	}
+	until := ""
+	if g.Breaker.RetryIn != nil {
+		until = g.Breaker.RetryIn.ISO
+	}
+	return sig(g.Breaker.Badge, until)
+}
+
+// GroupBreakerVM is the provider breaker badge of a connections group header.
+type GroupBreakerVM struct {
+	Badge   BadgeVM
+	RetryIn *CountdownVM
+}
+
+// NewGroupBreakerVM describes a provider's breaker for its group header.
+func NewGroupBreakerVM(b resilience.BreakerStatus, now time.Time) *GroupBreakerVM {
+	g := &GroupBreakerVM{Badge: NewBreakerBadge(b.State)}
+	if b.State == resilience.BreakerOpen {
+		g.RetryIn = countdownAfter(b.RetryAfterMs, now)
+	}
+	return g
+}
+
+// LiveCell is one cell of GET /connections/statuses: its id and current signature.
+type LiveCell struct {
+	ID  string
+	Sig string
+}
+
+// ConnectionStatusesVM is the answer of GET /connections/statuses: the rows
+// and group headers whose cells changed, and which cells of them to send.
+type ConnectionStatusesVM struct {
+	Groups []ConnectionGroupVM // Rows filtered to those with a changed cell
+	Send   map[string]bool     // cell ids to send
+}
+
+// NewConnectionStatusesVM keeps the cells whose signature differs from have
+// (cell id → signature the page holds); an empty have sends everything.
+func NewConnectionStatusesVM(list ConnectionsListVM, have map[string]string) ConnectionStatusesVM {
+	vm := ConnectionStatusesVM{Send: map[string]bool{}}
+	changed := func(id, s string) bool {
+		if have[id] == s {
+			return false
+		}
+		vm.Send[id] = true
+		return true
+	}
+	for _, g := range list.Groups {
+		out := g
+		out.Rows = nil
+		brk := changed(RowID(RowProviderBrk, g.ProviderID), g.BreakerSig())
+		for _, r := range g.Rows {
+			c := changed(RowID(RowConnStatus, r.ID), r.StatusSig())
+			c = changed(RowID(RowConnCooldown, r.ID), r.CooldownSig()) || c
+			c = changed(RowID(RowConnError, r.ID), r.ErrorSig()) || c
+			c = changed(RowID(RowConnConc, r.ID), r.ConcurrencySig()) || c
+			if c {
+				out.Rows = append(out.Rows, r)
+			}
+		}
+		if brk || len(out.Rows) > 0 {
+			vm.Groups = append(vm.Groups, out)
+		}
+	}
+	return vm
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
