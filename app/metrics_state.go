@@ -19,6 +19,13 @@ type stateCollector struct {
 	windowGate  *prometheus.Desc
 	logDepth    *prometheus.Desc
 	logDropped  *prometheus.Desc
+	queued      *prometheus.Desc
+	rejections  *prometheus.Desc
+	slotsInUse  *prometheus.Desc
+	slotWaiters *prometheus.Desc
+	failOpen    *prometheus.Desc
+	pins        *prometheus.Desc
+	leases      *prometheus.Desc
 }
 
 func newStateCollector(s *Server) *stateCollector {
@@ -29,11 +36,19 @@ func newStateCollector(s *Server) *stateCollector {
 		windowGate:  prometheus.NewDesc("switchyard_window_gate_active", "Active window-gate entries.", []string{"provider"}, nil),
 		logDepth:    prometheus.NewDesc("switchyard_request_log_queue_depth", "Request-log entries waiting to be written.", nil, nil),
 		logDropped:  prometheus.NewDesc("switchyard_request_log_dropped_total", "Request-log entries dropped because the queue was full.", nil, nil),
+		queued:      prometheus.NewDesc("switchyard_rate_limit_queued", "Requests waiting in a connection's request queue.", []string{"provider", "connection"}, nil),
+		rejections:  prometheus.NewDesc("switchyard_rate_limit_rejections_total", "Requests refused by the local request queue.", []string{"code"}, nil),
+		slotsInUse:  prometheus.NewDesc("switchyard_connection_slots_in_use", "max_concurrent slots in use.", []string{"connection"}, nil),
+		slotWaiters: prometheus.NewDesc("switchyard_connection_slot_waiters", "Dispatches waiting for a max_concurrent slot.", []string{"connection"}, nil),
+		failOpen:    prometheus.NewDesc("switchyard_connection_slot_fail_open_total", "Dispatches sent without a slot (fail-open).", []string{"connection", "cause"}, nil),
+		pins:        prometheus.NewDesc("switchyard_affinity_pins", "Session-affinity pins.", nil, nil),
+		leases:      prometheus.NewDesc("switchyard_leases_active", "Active exclusive leases.", nil, nil),
 	}
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.breaker, c.connections, c.lockouts, c.windowGate, c.logDepth, c.logDropped} {
+	for _, d := range []*prometheus.Desc{c.breaker, c.connections, c.lockouts, c.windowGate, c.logDepth, c.logDropped,
+		c.queued, c.rejections, c.slotsInUse, c.slotWaiters, c.failOpen, c.pins, c.leases} {
 		ch <- d
 	}
 }
@@ -83,6 +98,30 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for p, v := range gates {
 		ch <- prometheus.MustNewConstMetric(c.windowGate, prometheus.GaugeValue, v, p)
+	}
+	if s.queues != nil {
+		var full, timeout, exec int64
+		for _, q := range s.queues.Stats() {
+			ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(q.Queued), q.Provider, q.ConnectionID)
+			full, timeout, exec = full+q.Rejections.QueueFull, timeout+q.Rejections.QueueTimeout, exec+q.Rejections.ExecutionTimeout
+		}
+		ch <- prometheus.MustNewConstMetric(c.rejections, prometheus.CounterValue, float64(full), "RATE_LIMIT_QUEUE_FULL")
+		ch <- prometheus.MustNewConstMetric(c.rejections, prometheus.CounterValue, float64(timeout), "RATE_LIMIT_QUEUE_TIMEOUT")
+		ch <- prometheus.MustNewConstMetric(c.rejections, prometheus.CounterValue, float64(exec), "RATE_LIMIT_EXECUTION_TIMEOUT")
+	}
+	if s.slots != nil {
+		for _, st := range s.slots.Stats() {
+			ch <- prometheus.MustNewConstMetric(c.slotsInUse, prometheus.GaugeValue, float64(st.InFlight), st.ConnectionID)
+			ch <- prometheus.MustNewConstMetric(c.slotWaiters, prometheus.GaugeValue, float64(st.Waiting), st.ConnectionID)
+			ch <- prometheus.MustNewConstMetric(c.failOpen, prometheus.CounterValue, float64(st.FailOpenGrants.QueueFull), st.ConnectionID, "queue_full")
+			ch <- prometheus.MustNewConstMetric(c.failOpen, prometheus.CounterValue, float64(st.FailOpenGrants.Timeout), st.ConnectionID, "timeout")
+		}
+	}
+	if s.pins != nil {
+		ch <- prometheus.MustNewConstMetric(c.pins, prometheus.GaugeValue, float64(s.pins.Count()))
+	}
+	if s.leases != nil {
+		ch <- prometheus.MustNewConstMetric(c.leases, prometheus.GaugeValue, float64(len(s.leases.Active())))
 	}
 	if s.logWriter != nil {
 		st := s.logWriter.Stats()

@@ -36,6 +36,9 @@ func TestMetricsExposeResilienceState(t *testing.T) {
 		`switchyard_breaker_state{provider="fake"} 0`,
 		`switchyard_cooldowns_applied_total{provider="fake",reason="server_error"} 2`,
 		`go_goroutines`,
+		`switchyard_affinity_pins`,
+		`switchyard_leases_active 0`,
+		`switchyard_rate_limit_rejections_total{code="RATE_LIMIT_QUEUE_FULL"} 0`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s", want)

@@ -250,3 +250,31 @@ func TestLeaseEndsWhenKeyRevokedAndAdminListsLeases(t *testing.T) {
 		t.Fatalf("revoking the key left %d active leases", len(items))
 	}
 }
+
+func TestRequestQueueSettingsApplyToTheNextRequest(t *testing.T) {
+	f := newGW(t, "fk-a")
+	f.fu.Script("fk-a", fakeupstream.Step{Delay: 300 * time.Millisecond})
+	fire := func() (full int32) {
+		var wg sync.WaitGroup
+		var n atomic.Int32
+		for i := 0; i < 3; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				resp, b := postKey(t, f.url+"/v1/chat/completions", f.key, `{"model":"fake/m1","messages":[{"role":"user","content":"p`+strconv.Itoa(i)+`"}]}`)
+				if resp.StatusCode == 429 && strings.Contains(string(b), "RATE_LIMIT_QUEUE_FULL") {
+					n.Add(1)
+				}
+			}(i)
+		}
+		wg.Wait()
+		return n.Load()
+	}
+	if n := fire(); n != 0 {
+		t.Fatalf("queue off: %d rejected", n)
+	}
+	patchResilience(t, f.app, `{"requestQueue":{"autoEnableApiKeyProviders":true,"concurrentRequests":1,"maxQueueDepth":1,"minTimeBetweenRequestsMs":0}}`)
+	if n := fire(); n != 1 {
+		t.Fatalf("after PATCH: %d rejected, want 1 (1 running, 1 queued)", n)
+	}
+}

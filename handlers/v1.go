@@ -208,12 +208,12 @@ func (h *V1) inference(c echo.Context, spec inferenceSpec, received time.Time, k
 	if gerr != nil {
 		return gerr
 	}
-	leaseConn, err := h.leaseContext(c, k, route)
+	leaseConn, leaseOwner, leaseGen, err := h.leaseContext(c, k, route)
 	if err != nil {
 		return err
 	}
 	req := &gateway.Request{ID: RequestID(c), ClientRequestID: clientRequestID(c.Request()), Key: k, Endpoint: spec.endpoint,
-		Body: top, Model: m, Stream: st, Route: route, Received: received, Header: c.Request().Header, LeaseConnID: leaseConn,
+		Body: top, Model: m, Stream: st, Route: route, Received: received, Header: c.Request().Header, LeaseConnID: leaseConn, LeaseOwner: leaseOwner, LeaseGen: leaseGen,
 		Inbound: spec.inbound, ToolCount: gateway.CountTools(top)}
 	if spec.inbound == gateway.InboundMessages {
 		req.AnthropicBeta = c.Request().Header.Get("anthropic-beta")
@@ -235,40 +235,40 @@ func (h *V1) inference(c echo.Context, spec inferenceSpec, received time.Time, k
 // leaseContext applies the lease rules of an inference request (20-resilience
 // §6): a lease-managed key must present a live lease and is bound to its
 // connection; lease headers from any other key are refused.
-func (h *V1) leaseContext(c echo.Context, k services.APIKey, route gateway.Route) (string, error) {
+func (h *V1) leaseContext(c echo.Context, k services.APIKey, route gateway.Route) (string, string, int64, error) {
 	hd := c.Request().Header
 	hasHeaders := hd.Get(leases.OwnerHeader) != "" || hd.Get(leases.GenerationHeader) != ""
 	if !k.HasScope(services.ScopeLeaseExclusive) {
 		if hasHeaders {
-			return "", leaseErr(leases.CheckKey(k))
+			return "", "", 0, leaseErr(leases.CheckKey(k))
 		}
-		return "", nil
+		return "", "", 0, nil
 	}
 	if err := leases.CheckKey(k); err != nil {
-		return "", leaseErr(err)
+		return "", "", 0, leaseErr(err)
 	}
 	if h.Leases == nil {
-		return "", gwErr(503, "internal_error", "Leases are not available.")
+		return "", "", 0, gwErr(503, "internal_error", "Leases are not available.")
 	}
 	owner, err := leases.ParseOwner(hd.Get(leases.OwnerHeader))
 	if err != nil {
-		return "", leaseErr(err)
+		return "", "", 0, leaseErr(err)
 	}
 	gen, err := leases.ParseGeneration(hd.Get(leases.GenerationHeader))
 	if err != nil {
-		return "", leaseErr(err)
+		return "", "", 0, leaseErr(err)
 	}
 	if route.Combo != nil {
-		return "", gwErr(400, leases.CodeUnsupportedRoute, "A lease-managed key must name a provider/model, not a combo.")
+		return "", "", 0, gwErr(400, leases.CodeUnsupportedRoute, "A lease-managed key must name a provider/model, not a combo.")
 	}
 	l, err := h.Leases.Check(c.Request().Context(), k, owner, gen)
 	if err != nil {
-		return "", leaseErr(err)
+		return "", "", 0, leaseErr(err)
 	}
 	if l.Provider != route.Provider.ID {
-		return "", gwErr(409, leases.CodeConnectionMismatch, "The leased connection belongs to another provider than the requested model.")
+		return "", "", 0, gwErr(409, leases.CodeConnectionMismatch, "The leased connection belongs to another provider than the requested model.")
 	}
-	return l.ConnectionID, nil
+	return l.ConnectionID, owner, gen, nil
 }
 
 // leaseErr converts a lease error into the gateway error shape.

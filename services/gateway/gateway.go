@@ -13,6 +13,7 @@ import (
 
 	"switchyard/services"
 	"switchyard/services/accounts"
+	"switchyard/services/leases"
 	"switchyard/services/resilience"
 	"switchyard/services/routing"
 	"switchyard/services/traffic"
@@ -121,8 +122,11 @@ type Request struct {
 	Header http.Header
 	// SessionKey is the normalised affinity session key, "" when none.
 	SessionKey string
-	// LeaseConnID is the connection bound by the key's exclusive lease.
+	// LeaseConnID is the connection bound by the key's exclusive lease;
+	// LeaseOwner and LeaseGen are the fence re-checked right before dispatch.
 	LeaseConnID string
+	LeaseOwner  string
+	LeaseGen    int64
 	// Inbound is the client's API format (Inbound* constants).
 	Inbound string
 	// Warnings are losses already known before routing (background mode).
@@ -504,6 +508,11 @@ func (g *Gateway) walkTarget(ctx context.Context, out *clientWriter, s *Snapshot
 			return true, "", true
 		case res.callerErr != nil:
 			g.res.Release(adm)
+			var lf *leaseFenceError
+			if errors.As(res.callerErr, &lf) {
+				g.fail(out, st, lf.gatewayError())
+				return true, "", true
+			}
 			var ue *translate.UnsupportedError
 			e := &services.GatewayError{Status: 400, Code: "invalid_request", Message: "The request cannot be translated: " + res.callerErr.Error()}
 			if errors.As(res.callerErr, &ue) {
@@ -745,6 +754,14 @@ func (g *Gateway) dispatch(ctx context.Context, out *clientWriter, t target, c *
 		return res
 	}
 	defer adm.done()
+	// The lease fence is re-checked after slot and queue waits, right before sending.
+	if req.LeaseConnID != "" && g.traffic != nil && g.traffic.Leases != nil {
+		if l, err := g.traffic.Leases.Check(ctx, req.Key, req.LeaseOwner, req.LeaseGen); err != nil || l.ConnectionID != c.ID {
+			res := result{callerErr: &leaseFenceError{err: err}}
+			at.finish(g.clock.Now(), res)
+			return res
+		}
+	}
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	// requestQueue.maxWaitMs bounds dispatch → response headers (BD 14).
@@ -1017,4 +1034,17 @@ func (g *Gateway) earlyRetryMax() int {
 	}
 	_, n := g.watchdogCfg()
 	return n
+}
+
+// leaseFenceError is a lease that changed while the request waited.
+type leaseFenceError struct{ err error }
+
+func (e *leaseFenceError) Error() string { return "lease fence changed before dispatch" }
+
+func (e *leaseFenceError) gatewayError() *services.GatewayError {
+	var le *leases.Error
+	if errors.As(e.err, &le) {
+		return le.GatewayError()
+	}
+	return &services.GatewayError{Status: 409, Code: leases.CodeFenceStale, Message: "The lease changed while the request waited."}
 }
