@@ -156,7 +156,11 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 		return err
 	}
 	s.v1 = &handlers.V1{Keys: s.keys, Gateway: s.gateway, Clock: s.clock, Limits: func() gateway.Limits { return s.gwSettings.get().lim },
-		Leases: s.leases, LeaseCandidates: s.leaseCandidates}
+		Leases: s.leases, LeaseCandidates: s.leaseCandidates,
+		LeaseBlocked: func(connID, provider, model string) bool {
+			cn, ok := s.gateway.Registry().Snapshot().Connection(connID)
+			return !ok || !cn.Enabled || s.resilience.ConnectionBlocker(provider, connID, model) != nil
+		}}
 	if s.cfg.Demo {
 		if s.demo, err = startDemo(ctx, s); err != nil {
 			return fmt.Errorf("demo: %w", err)

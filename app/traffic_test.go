@@ -278,3 +278,33 @@ func TestRequestQueueSettingsApplyToTheNextRequest(t *testing.T) {
 		t.Fatalf("after PATCH: %d rejected, want 1 (1 running, 1 queued)", n)
 	}
 }
+
+func TestLeaseMovesWhenItsBindingCools(t *testing.T) {
+	f := newGW(t, "fk-1", "fk-2")
+	c1, c2 := f.conns["fk-1"].ID, f.conns["fk-2"].ID
+	_, secret, err := f.app.Server.Keys().Create(t.Context(), services.KeyInput{Name: services.Some("managed"),
+		Scopes: services.Some([]string{"inference", "lease:exclusive"}), AllowedConnections: services.Some([]string{c1, c2})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := "vlo_" + strings.Repeat("D", 43)
+	resp, b := postKey(t, f.url+"/v1/session-leases", secret, `{"action":"acquire","model":"fake/m1"}`, "X-Switchyard-Lease-Owner", owner)
+	if resp.StatusCode != 200 {
+		t.Fatalf("acquire: %d %s", resp.StatusCode, b)
+	}
+	hdr := []string{"X-Switchyard-Lease-Owner", owner, "X-Switchyard-Lease-Generation", "1"}
+	r, _ := postKey(t, f.url+"/v1/chat/completions", secret, chatBody, hdr...)
+	bound := r.Header.Get("X-Switchyard-Selected-Connection-Id")
+	other := c2
+	if bound == c2 {
+		other = c1
+	}
+	// The binding answers 429 and cools; the next request moves the lease (same generation).
+	key := map[string]string{c1: "fk-1", c2: "fk-2"}[bound]
+	f.fu.Script(key, fakeupstream.Step{Status: 429, RetryAfter: "10"})
+	postKey(t, f.url+"/v1/chat/completions", secret, chatBody, hdr...)
+	r, b = postKey(t, f.url+"/v1/chat/completions", secret, chatBody, hdr...)
+	if r.StatusCode != 200 || r.Header.Get("X-Switchyard-Selected-Connection-Id") != other {
+		t.Fatalf("after cooling: %d served by %s (bound %s) %s", r.StatusCode, r.Header.Get("X-Switchyard-Selected-Connection-Id"), bound, b)
+	}
+}

@@ -35,6 +35,8 @@ type V1 struct {
 	// LeaseCandidates lists the key's connections of a provider that could
 	// serve model now (lease acquire).
 	LeaseCandidates func(key services.APIKey, provider, model string) []string
+	// LeaseBlocked reports a bound connection that cannot serve model now.
+	LeaseBlocked func(connID, provider, model string) bool
 
 	rpm  sync.Map // key id → *rate.Limiter
 	conc sync.Map // key id → *atomic.Int64
@@ -267,6 +269,22 @@ func (h *V1) leaseContext(c echo.Context, k services.APIKey, route gateway.Route
 	}
 	if l.Provider != route.Provider.ID {
 		return "", "", 0, gwErr(409, leases.CodeConnectionMismatch, "The leased connection belongs to another provider than the requested model.")
+	}
+	// A binding that cannot serve now moves, in one transaction, to a free
+	// eligible allowed connection with the same generation (20-resilience §6).
+	if h.LeaseBlocked != nil && h.LeaseBlocked(l.ConnectionID, route.Provider.ID, route.Model) {
+		if cands := h.LeaseCandidates(k, route.Provider.ID, route.Model); len(cands) > 0 {
+			nl, err := h.Leases.Transition(c.Request().Context(), k, owner, gen, route.Provider.ID, cands, leases.ReasonHealthOrCooldown)
+			switch {
+			case err == nil:
+				l = nl
+			default:
+				var le *leases.Error
+				if errors.As(err, &le) && le.Code == leases.CodeCapacityUnavailable {
+					return "", "", 0, leaseErr(err)
+				}
+			}
+		}
 	}
 	return l.ConnectionID, owner, gen, nil
 }
