@@ -28,6 +28,7 @@ type metrics struct {
 	breakerTransitions *prometheus.CounterVec
 	egressLocks        *prometheus.CounterVec
 	emergency          *prometheus.CounterVec
+	waits              *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -45,7 +46,8 @@ func newMetrics() *metrics {
 	m.breakerTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_breaker_transitions_total", Help: "Provider breaker transitions."}, []string{"provider", "to"})
 	m.egressLocks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_egress_locks_total", Help: "Egress-group locks applied."}, []string{"provider"})
 	m.emergency = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_emergency_fallbacks_total", Help: "Emergency fallback attempts."}, []string{"outcome"})
-	m.reg.MustRegister(m.emergency, m.attempts, m.failures, m.failovers, m.excluded, m.poolExhausted, m.ttfb, m.httpRequests, m.httpDuration,
+	m.waits = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_cooldown_waits_total", Help: "Cooldown-aware waits."}, []string{"kind", "outcome"})
+	m.reg.MustRegister(m.waits, m.emergency, m.attempts, m.failures, m.failovers, m.excluded, m.poolExhausted, m.ttfb, m.httpRequests, m.httpDuration,
 		m.cooldownsApplied, m.lockoutsApplied, m.breakerTransitions, m.egressLocks,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -97,3 +99,11 @@ func (m *metrics) handler() echo.HandlerFunc {
 }
 
 func (m *metrics) EmergencyFallback(outcome string) { m.emergency.WithLabelValues(outcome).Inc() }
+
+func (m *metrics) Waited(combo bool) {
+	kind := "single"
+	if combo {
+		kind = "combo"
+	}
+	m.waits.WithLabelValues(kind, "waited").Inc()
+}

@@ -211,7 +211,7 @@ func TestStatePersistsAcrossRestart(t *testing.T) {
 	env := map[string]string{"SWITCHYARD_DATA_DIR": dir, "SWITCHYARD_PRIVATE_UPSTREAMS": fu.Addr(), "SWITCHYARD_ADMIN_PASSWORD": testkit.AdminPassword}
 	r := testkit.StartApp(t, nil, env)
 	cl := newHTTPAdmin(t, r.BaseURL)
-	cl.do("PATCH", "/api/resilience", `{"modelLockout":{"enabled":true},"providerBreaker":{"local":{"failureThreshold":1}}}`, 200)
+	cl.do("PATCH", "/api/resilience", `{"modelLockout":{"enabled":true},"providerBreaker":{"local":{"failureThreshold":1}},"waitForCooldown":{"enabled":false}}`, 200)
 	mk := func(provider, name, key string, custom string) string {
 		body := `{"provider":"` + provider + `","name":"` + name + `","apiKey":"` + key + `","baseUrl":"` + fu.URL() + `/v1"`
 		if custom != "" {

@@ -271,11 +271,19 @@ type attemptState struct {
 	timers        map[string]bool
 	noTimer       bool // some exclusion is not a timer
 	lastTarget    string
+	waitMin       time.Duration // smallest remaining waitable blocker
 	bestToolLimit ToolLimit
 	warnings      []translate.Warning
 	onlyLocal     bool  // every failure so far was a local limit
 	localErr      error // the last local limiter error
 	log           *LogRecord
+}
+
+// noteWaitable records a blocker a cooldown-aware wait may sleep out.
+func (st *attemptState) noteWaitable(d time.Duration) {
+	if d > 0 && (st.waitMin == 0 || d < st.waitMin) {
+		st.waitMin = d
+	}
 }
 
 func (st *attemptState) exclude(t target, connID, reason, detail string, retryAfter time.Duration) {
@@ -329,6 +337,36 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, req *Request) {
 		rec.ComboName = req.Route.Combo.Name
 		rec.Strategy = req.Route.Combo.Strategy
 	}
+	waits, budget := 0, time.Duration(0)
+	for {
+		if g.route(r, out, snap, req, st, set) {
+			return
+		}
+		if out.gone() {
+			return
+		}
+		d, ok := g.waitDecision(req, st, waits, &budget)
+		if !ok {
+			break
+		}
+		if !g.waitOut(r.Context(), out, req, d) {
+			return
+		}
+		waits++
+		st.log.waited(req.Route.Combo != nil, d)
+		g.obs.Waited(req.Route.Combo != nil)
+		// Run the whole target set again with a fresh excluded set.
+		snap = g.reg.Snapshot()
+		st.resetPass()
+	}
+	if g.emergency(r, out, snap, req, st, set) {
+		return
+	}
+	g.fail(out, st, g.finalError(req, st))
+}
+
+// route walks the target set once; it reports whether the request is over.
+func (g *Gateway) route(r *http.Request, out *clientWriter, snap *Snapshot, req *Request, st *attemptState, set *Settings) bool {
 	targets := g.expand(snap, req.Route, req)
 	for _, t := range targets {
 		if st.skipModel[t.model] {
@@ -337,7 +375,7 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, req *Request) {
 		}
 		dispatched, lastReason, stop := g.walkTarget(withBeta(r.Context(), req.AnthropicBeta), out, snap, t, req, st, set)
 		if stop {
-			return
+			return true
 		}
 		if dispatched && t.comboID != "" && lastReason != "" && g.routeState != nil && lastReason != resilience.ReasonClientAbort {
 			g.routeState.OnFailure(t.comboID, t.id)
@@ -347,13 +385,7 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, req *Request) {
 				lastReason == resilience.ReasonServerError && t.provider.PerModelQuota && st.lastRes.status == 500)
 		}
 	}
-	if out.gone() {
-		return
-	}
-	if g.emergency(r, out, snap, req, st, set) {
-		return
-	}
-	g.fail(out, st, g.finalError(req, st))
+	return false
 }
 
 // emergency makes the one last attempt of 20-resilience §13.3 on the
@@ -462,6 +494,9 @@ func (g *Gateway) walkTarget(ctx context.Context, out *clientWriter, s *Snapshot
 		}
 		adm, blk := g.res.AllowProvider(t.provider.ID, t.provider.AuthClass, t.connID)
 		if blk != nil {
+			if blk.Waitable {
+				st.noteWaitable(blk.RetryAfter)
+			}
 			if !dispatched {
 				st.exclude(t, "", blk.Reason, "", blk.RetryAfter)
 				g.obs.Excluded(blk.Reason)
@@ -644,6 +679,9 @@ func (g *Gateway) pick(s *Snapshot, t target, req *Request, st *attemptState, se
 		}
 		if b := g.res.ConnectionBlocker(t.provider.ID, c.ID, t.model); b != nil {
 			any = true
+			if b.Waitable {
+				st.noteWaitable(b.RetryAfter)
+			}
 			if b.RetryAfter <= 0 {
 				hard = b.Reason
 				allLocked = false
@@ -1047,4 +1085,109 @@ func (e *leaseFenceError) gatewayError() *services.GatewayError {
 		return le.GatewayError()
 	}
 	return &services.GatewayError{Status: 409, Code: leases.CodeFenceStale, Message: "The lease changed while the request waited."}
+}
+
+// resetPass starts a new walk after a cooldown-aware wait: a fresh excluded
+// set and exclusion list; the attempt budget and the log stay shared.
+func (st *attemptState) resetPass() {
+	st.excluded = map[string]bool{}
+	st.skipModel = map[string]bool{}
+	st.diag = nil
+	st.timerWait, st.waitMin = 0, 0
+	st.timers = map[string]bool{}
+	st.noTimer = false
+}
+
+// waitDecision is the pure rule of 20-resilience §9: wait for the smallest
+// waitable blocker (or the latest upstream hint) + 50 ms when it fits the
+// cap, the count and the budget left.
+func (g *Gateway) waitDecision(req *Request, st *attemptState, waits int, used *time.Duration) (time.Duration, bool) {
+	if g.traffic == nil || g.traffic.Doc == nil {
+		return 0, false
+	}
+	if st.waitMin <= 0 {
+		// Connections this pass failed on are cooling now: look again.
+		st.waitMin = g.waitableMin(g.reg.Snapshot(), req)
+	}
+	if st.waitMin <= 0 {
+		return 0, false
+	}
+	if st.last != nil {
+		switch st.last.Reason {
+		case resilience.ReasonCallerError, resilience.ReasonClientAbort:
+			return 0, false
+		}
+	}
+	doc := g.traffic.Doc()
+	var enabled bool
+	var limit, budget time.Duration
+	var count int
+	if req.Route.Combo != nil {
+		w := doc.ComboCooldownWait
+		enabled, limit, count, budget = w.Enabled, time.Duration(w.MaxWaitMs)*time.Millisecond, w.MaxAttempts, time.Duration(w.BudgetMs)*time.Millisecond
+	} else {
+		w := doc.WaitForCooldown
+		enabled, limit, count, budget = w.Enabled, time.Duration(w.MaxRetryWaitMs)*time.Millisecond, w.MaxRetries, time.Duration(w.BudgetMs)*time.Millisecond
+	}
+	d := st.waitMin
+	if st.last != nil && st.last.Hint > d && resilience.Waitable(st.last.Reason) {
+		d = st.last.Hint
+	}
+	d += 50 * time.Millisecond
+	if !enabled || d > limit || waits >= count || d > budget-*used {
+		return 0, false
+	}
+	*used += d
+	return d, true
+}
+
+// waitOut sleeps on the injected clock, sending keepalives to a streaming
+// client meanwhile; false when the client left.
+func (g *Gateway) waitOut(ctx context.Context, out *clientWriter, req *Request, d time.Duration) bool {
+	stop := make(chan struct{})
+	if req.Stream {
+		go func() {
+			t := time.NewTicker(500 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case now := <-t.C:
+					out.keepalive(now, nil)
+				}
+			}
+		}()
+	}
+	err := g.clock.Wait(ctx, d)
+	close(stop)
+	return err == nil && !out.gone()
+}
+
+// waitableMin scans the request's targets for the soonest-ending waitable
+// blocker (an open breaker, a waitable cooldown or lockout) and reports 0
+// when some connection is usable now or nothing waitable blocks.
+func (g *Gateway) waitableMin(s *Snapshot, req *Request) time.Duration {
+	var min time.Duration
+	for _, t := range g.expand(s, req.Route, req) {
+		if st := g.res.Breakers.Status(t.provider.ID); st.State == resilience.BreakerOpen {
+			if d := time.Duration(st.RetryAfterMs) * time.Millisecond; d > 0 && (min == 0 || d < min) {
+				min = d
+			}
+			continue
+		}
+		for _, c := range s.Connections(t.provider.ID) {
+			if !c.Enabled || !req.Key.AllowsConnection(c.ID) || (t.connID != "" && c.ID != t.connID) {
+				continue
+			}
+			b := g.res.ConnectionBlocker(t.provider.ID, c.ID, t.model)
+			if b == nil {
+				return 0 // usable now: the failure was not a timer
+			}
+			if b.Waitable && b.RetryAfter > 0 && (min == 0 || b.RetryAfter < min) {
+				min = b.RetryAfter
+			}
+		}
+	}
+	return min
 }

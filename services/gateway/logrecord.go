@@ -45,6 +45,7 @@ type LogRecord struct {
 	Inbound           string
 	UpstreamFormat    string
 	Warnings          []string
+	Waits             []Wait
 	LeaseManaged      bool
 	current           int
 }
@@ -196,4 +197,18 @@ func (g *Gateway) LogRejected(id, clientRequestID string, key services.APIKey, e
 		r.Outcome = "upstream_error"
 	}
 	g.logs.Record(r)
+}
+
+// Wait is one cooldown-aware wait of a request.
+type Wait struct {
+	Kind     string `json:"kind"` // combo or single
+	WaitedMs int64  `json:"waitedMs"`
+}
+
+func (r *LogRecord) waited(combo bool, d time.Duration) {
+	kind := "single"
+	if combo {
+		kind = "combo"
+	}
+	r.Waits = append(r.Waits, Wait{Kind: kind, WaitedMs: d.Milliseconds()})
 }

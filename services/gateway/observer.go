@@ -12,6 +12,7 @@ type Observer interface {
 	PoolExhausted(code string)
 	TTFB(provider string, d time.Duration)
 	EmergencyFallback(outcome string)
+	Waited(combo bool)
 }
 
 type nopObserver struct{}
@@ -23,3 +24,4 @@ func (nopObserver) Excluded(string)            {}
 func (nopObserver) PoolExhausted(string)       {}
 func (nopObserver) TTFB(string, time.Duration) {}
 func (nopObserver) EmergencyFallback(string)   {}
+func (nopObserver) Waited(bool)                {}

@@ -61,6 +61,8 @@ type Admission struct {
 type Blocker struct {
 	Reason     string // circuit_open, provider_cooldown, model_lockout, cooling, banned, expired, credits_exhausted
 	RetryAfter time.Duration
+	// Waitable: a cooldown-aware wait may sleep until it lapses (§9).
+	Waitable bool
 }
 
 // AllowProvider runs the target-level gates: breaker (§2) then window gate
@@ -68,12 +70,12 @@ type Blocker struct {
 func (e *Engine) AllowProvider(provider string, profile Profile, connectionID string) (Admission, *Blocker) {
 	ok, probe, gen, ra := e.Breakers.Allow(provider, profile)
 	if !ok {
-		return Admission{}, &Blocker{Reason: "circuit_open", RetryAfter: ra}
+		return Admission{}, &Blocker{Reason: "circuit_open", RetryAfter: ra, Waitable: true}
 	}
 	adm := Admission{Provider: provider, Probe: probe, Gen: gen}
-	if blocked, wait := e.Gate.Blocked(provider, connectionID); blocked {
+	if b, blocked := e.Gate.Block(provider, connectionID); blocked {
 		e.Release(adm)
-		return Admission{}, &Blocker{Reason: "provider_cooldown", RetryAfter: wait}
+		return Admission{}, &Blocker{Reason: "provider_cooldown", RetryAfter: b.RetryAfter, Waitable: b.Waitable}
 	}
 	return adm, nil
 }
@@ -86,11 +88,17 @@ func (e *Engine) ConnectionBlocker(provider, connectionID, model string) *Blocke
 		return &Blocker{Reason: st.TerminalStatus}
 	}
 	now := e.clock.Now()
-	if locked, until, _ := e.Lockouts.Locked(provider, connectionID, model); locked {
-		return &Blocker{Reason: "model_lockout", RetryAfter: until.Sub(now)}
+	if locked, until, key := e.Lockouts.Locked(provider, connectionID, model); locked {
+		waitable := false
+		for _, l := range e.Lockouts.List(LockFilter{Provider: provider, ConnectionID: connectionID}) {
+			if l.LockKey == key.Key && l.Shape == key.Shape {
+				waitable = Waitable(l.Reason)
+			}
+		}
+		return &Blocker{Reason: "model_lockout", RetryAfter: until.Sub(now), Waitable: waitable}
 	}
 	if until, cooling := e.Cooldowns.Cooling(connectionID); cooling {
-		return &Blocker{Reason: "cooling", RetryAfter: until.Sub(now)}
+		return &Blocker{Reason: "cooling", RetryAfter: until.Sub(now), Waitable: Waitable(Reason(st.LastErrorReason))}
 	}
 	return nil
 }
