@@ -452,7 +452,7 @@ func TestDashboardConnectionsCRUD(t *testing.T) {
 		t.Fatalf("after edit %+v (key kept: %v)", c, c.Credentials.APIKey.Reveal() == dashProviderKeyCanary)
 	}
 	row := dashFind(t, dashCheckHTML(t, rec), dashTID(views.RowID(views.RowConn, id)))
-	if got := strings.TrimSpace(row.Find(`td[data-label="Concurrency"]`).Text()); got != "4" {
+	if got := strings.TrimSpace(row.Find(`td[data-label="Concurrency"]`).Text()); got != "0 / 4" {
 		t.Errorf("concurrency cell %q", got)
 	}
 

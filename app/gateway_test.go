@@ -41,6 +41,9 @@ func newGW(t *testing.T, keys ...string) *gwFixture {
 	}
 	_, f.key = a.NewKey("client")
 	f.url = a.Serve()
+	// Cooldown-aware waiting is on by default; these tests observe single
+	// passes, so they switch it off (wait_test.go switches it back on).
+	patchResilience(t, a, `{"waitForCooldown":{"enabled":false},"comboCooldownWait":{"enabled":false}}`)
 	return f
 }
 

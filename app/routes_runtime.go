@@ -22,6 +22,10 @@ func (s *Server) runtimeRoutes(g *echo.Group) {
 	g.POST("/runtime/model-cooldowns/re-enable", d.ModelReEnable)
 	g.GET("/runtime/model-cooldowns/confirm-clear", d.ModelCooldownsConfirmClear)
 	g.POST("/runtime/model-cooldowns/clear", d.ModelCooldownsClear)
+	g.GET("/runtime/leases", d.RuntimeLeases)
+	g.GET("/runtime/leases/:id/confirm-end", d.LeaseConfirmEnd)
+	g.POST("/runtime/leases/:id/end", d.LeaseEnd)
+	g.GET("/runtime/queues", d.RuntimeQueues)
 
 	// Connections (§6.4): live status cells and the state actions.
 	g.GET("/connections/statuses", d.ConnectionStatuses)

@@ -18,6 +18,7 @@ import (
 	"switchyard/internal/testkit"
 	"switchyard/internal/testkit/fakeupstream"
 	"switchyard/services"
+	"switchyard/services/leases"
 	"switchyard/services/resilience"
 	"switchyard/views"
 )
@@ -139,8 +140,18 @@ func TestRuntimePagesRenderFreshInstall(t *testing.T) {
 				t.Errorf("KPI %s = %q, want 0", id, got)
 			}
 		}
-		if !strings.Contains(rtText(doc.Find(dashTID(views.LeasesPanelID))), "not active in this version") {
-			t.Error("leases panel lacks its empty state")
+		rtPolled(t, dashFind(t, doc, dashTID(views.LeasesPanelID)), "/runtime/leases")
+		rtPolled(t, dashFind(t, doc, dashTID(views.QueuesPanelID)), "/runtime/queues")
+		for id, want := range map[string]string{
+			views.LeasesEmptyID: "No exclusive leases are held.",
+			views.QueuesEmptyID: "No connection uses rate-limit protection or a concurrency limit.",
+		} {
+			if got := rtText(dashFind(t, doc, dashTID(id))); got != want {
+				t.Errorf("%s = %q, want %q", id, got, want)
+			}
+		}
+		if strings.Contains(rtText(doc.Selection), "not active in this version") {
+			t.Error("the page still says leases or queues are not active")
 		}
 	}
 	// Each panel's fragment, and the same URL as a full page without htmx.
@@ -149,6 +160,7 @@ func TestRuntimePagesRenderFreshInstall(t *testing.T) {
 		"/runtime/cooldowns": views.CooldownsPanelID, "/runtime/model-cooldowns": views.ModelCooldownsCardID,
 		"/runtime/breakers/confirm-reset": views.ConfirmPanelID, "/runtime/cooldowns/confirm-clear": views.ConfirmPanelID,
 		"/runtime/model-cooldowns/confirm-clear": views.ConfirmPanelID, "/nav/incidents": views.IncidentBadgeID,
+		"/runtime/leases": views.LeasesPanelID, "/runtime/queues": views.QueuesPanelID,
 		"/health/panel": views.HealthPanelID,
 	} {
 		full, frag := d.page(path, id)
@@ -706,13 +718,14 @@ func rtState(t *testing.T, a *testkit.App) string {
 // rtMutations are the POST routes of this file; {a} and {b} stand for connection ids.
 var rtMutations = []string{
 	"/runtime/breakers/fake/reset", "/runtime/breakers/reset", "/runtime/window-gate/clear", "/runtime/cooldowns/clear",
-	"/runtime/model-cooldowns/re-enable", "/runtime/model-cooldowns/clear",
+	"/runtime/model-cooldowns/re-enable", "/runtime/model-cooldowns/clear", "/runtime/leases/1/end",
 	"/connections/{a}/clear-cooldown", "/connections/{a}/reset", "/connections/{b}/reset",
 }
 
 var rtReads = []string{
 	"/runtime", "/runtime/summary", "/runtime/breakers", "/runtime/breakers/confirm-reset", "/runtime/cooldowns",
 	"/runtime/cooldowns/confirm-clear", "/runtime/model-cooldowns", "/runtime/model-cooldowns/confirm-clear",
+	"/runtime/leases", "/runtime/queues",
 	"/connections/statuses", "/connections/{a}/confirm-reset", "/nav/incidents", "/health", "/health/panel",
 }
 
@@ -826,6 +839,7 @@ func TestRuntimePagesHoldNoSecret(t *testing.T) {
 	var clientKey string
 	_, clientKey = a.NewKey("client")
 	f.key, f.url = clientKey, a.Serve()
+	patchResilience(t, a, `{"waitForCooldown":{"enabled":false},"comboCooldownWait":{"enabled":false}}`)
 	d := rtDash(t, f)
 	rtBusy(t, f)
 
@@ -847,5 +861,245 @@ func TestRuntimePagesHoldNoSecret(t *testing.T) {
 				t.Errorf("response %d contains the secret %q", i, canary)
 			}
 		}
+	}
+}
+
+func TestRuntimeLeasesPanelEndLease(t *testing.T) {
+	f := newGW(t, "fk-1", "fk-2")
+	d := rtDash(t, f)
+	c1 := f.conns["fk-1"].ID
+	key, secret, err := f.app.Server.Keys().Create(t.Context(), services.KeyInput{Name: services.Some("agent-a"),
+		Scopes: services.Some([]string{"inference", "lease:exclusive"}), AllowedConnections: services.Some([]string{c1})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := "vlo_" + strings.Repeat("R", 43)
+	if resp, b := postKey(t, f.url+"/v1/session-leases", secret, `{"action":"acquire","model":"fake/m1"}`, "X-Switchyard-Lease-Owner", owner); resp.StatusCode != 200 {
+		t.Fatalf("acquire: %d %s", resp.StatusCode, b)
+	}
+	items, _ := adminGet(t, f.app, "/api/resilience/leases")["items"].([]any)
+	if len(items) != 1 {
+		t.Fatalf("API lists %d leases, want 1", len(items))
+	}
+	id, _ := items[0].(map[string]any)["id"].(string)
+	rowSel := dashTID(views.RowID(views.RowLease, id))
+
+	// The polled panel lists it: key name and prefix, provider, connection, generation, countdown.
+	rec := d.do("GET", "/runtime/leases", nil, true, http.StatusOK)
+	doc := dashCheckHTML(t, rec)
+	rtPolled(t, dashFind(t, doc, dashTID(views.LeasesPanelID)), "/runtime/leases")
+	row := dashFind(t, doc, rowSel)
+	fake, _ := f.app.Server.Connections().Catalogue().Get("fake")
+	for label, want := range map[string]string{"API key": "agent-a " + key.Prefix + "…", "Provider": fake.Name,
+		"Connection": "conn-0", "Generation": "1", "State": "active"} {
+		if got := rtText(row.Find(`[data-label="` + label + `"]`)); got != want {
+			t.Errorf("%s = %q, want %q", label, got, want)
+		}
+	}
+	expires := row.Find(`[data-label="Expires in"] time[data-remaining-ms]`)
+	if ms, _ := strconv.ParseInt(expires.AttrOr("data-remaining-ms", ""), 10, 64); ms <= 0 {
+		t.Errorf("expires countdown %q", expires.AttrOr("data-remaining-ms", ""))
+	}
+	if doc.Find(dashTID(views.LeasesEmptyID)).Length() != 0 {
+		t.Error("empty state shown next to a lease")
+	}
+	// The whole page carries the same row; neither shows the owner token or its hash.
+	full := d.do("GET", "/runtime", nil, false, http.StatusOK)
+	dashFind(t, dashCheckHTML(t, full), dashTID(views.LeasesPanelID)+" "+rowSel)
+	for _, body := range []string{rec.Body.String(), full.Body.String()} {
+		if strings.Contains(body, owner) || strings.Contains(body, leases.HashOwner(owner)) {
+			t.Fatal("the leases panel shows the owner token or its hash")
+		}
+	}
+
+	// End lease opens its confirmation above the panel; nothing changes yet.
+	end := dashFind(t, doc, dashTID(views.RowID(views.RowLeaseEnd, id)))
+	if end.AttrOr("hx-get", "") != "/runtime/leases/"+id+"/confirm-end" || end.AttrOr("hx-target", "") != "#"+views.LeasesConfirmID {
+		t.Errorf("End lease %q → %q", end.AttrOr("hx-get", ""), end.AttrOr("hx-target", ""))
+	}
+	cf := dashCheckHTML(t, d.hxTarget("GET", "/runtime/leases/"+id+"/confirm-end", views.LeasesConfirmID, nil, http.StatusOK))
+	if txt := rtText(dashFind(t, cf, dashTID(views.ConfirmPanelID))); !strings.Contains(txt, "End the lease of agent-a on conn-0?") ||
+		!strings.Contains(txt, "The client's next request with this generation will be rejected as stale.") {
+		t.Errorf("confirmation %q", txt)
+	}
+	submit := dashFind(t, cf, dashTID(views.ConfirmSubmitID))
+	if submit.AttrOr("hx-post", "") != "/runtime/leases/"+id+"/end" || submit.AttrOr("hx-target", "") != "#"+views.LeasesPanelID {
+		t.Errorf("confirm submit %q → %q", submit.AttrOr("hx-post", ""), submit.AttrOr("hx-target", ""))
+	}
+	if _, ok := dashFind(t, cf, dashTID(views.ConfirmCancelID)).Attr("data-autofocus"); !ok {
+		t.Error("Cancel does not take focus")
+	}
+	fullCf := dashParse(t, d.do("GET", "/runtime/leases/"+id+"/confirm-end", nil, false, http.StatusOK))
+	dashFind(t, fullCf, "#"+views.LeasesConfirmID+" "+dashTID(views.ConfirmPanelID))
+	if items, _ := adminGet(t, f.app, "/api/resilience/leases")["items"].([]any); len(items) != 1 {
+		t.Fatal("opening the confirmation ended the lease")
+	}
+
+	// Confirmed: the lease ends (admin_ended), the panel comes back empty, the slot is emptied.
+	rec = d.hxTarget("POST", "/runtime/leases/"+id+"/end", views.LeasesPanelID, nil, http.StatusOK)
+	dashWantEvent(t, rec, views.EventResilienceChanged)
+	if got := dashToast(t, rec); !strings.HasPrefix(got, "Lease of agent-a on conn-0 ended.") {
+		t.Errorf("toast %q", got)
+	}
+	doc = dashCheckHTML(t, rec)
+	dashFind(t, doc, dashTID(views.LeasesEmptyID))
+	dashFind(t, doc, "#"+views.LeasesConfirmID+`[hx-swap-oob="true"]`)
+	if doc.Find(rowSel).Length() != 0 {
+		t.Error("the ended lease is still listed")
+	}
+	if items, _ := adminGet(t, f.app, "/api/resilience/leases")["items"].([]any); len(items) != 0 {
+		t.Fatalf("GET /api/resilience/leases still lists %d leases", len(items))
+	}
+	dashFind(t, dashParse(t, d.do("GET", "/runtime/leases", nil, true, http.StatusOK)), dashTID(views.LeasesEmptyID))
+	// The client's next request under that generation is refused without reaching the upstream.
+	f.fu.Reset()
+	r, b := postKey(t, f.url+"/v1/chat/completions", secret, chatBody, "X-Switchyard-Lease-Owner", owner, "X-Switchyard-Lease-Generation", "1")
+	if r.StatusCode != http.StatusConflict || len(f.fu.Hits()) != 0 {
+		t.Errorf("request after End lease: %d %s, %d hits", r.StatusCode, b, len(f.fu.Hits()))
+	}
+
+	// Ending it again is reported, not an error; its confirmation is gone; without htmx a redirect.
+	rec = d.hxTarget("POST", "/runtime/leases/"+id+"/end", views.LeasesPanelID, nil, http.StatusOK)
+	if got := dashToast(t, rec); got != "That lease had already ended." {
+		t.Errorf("toast %q", got)
+	}
+	if _, ok := dashEvents(t, rec)[views.EventResilienceChanged]; ok {
+		t.Error("ending an ended lease announced a change")
+	}
+	d.do("GET", "/runtime/leases/"+id+"/confirm-end", nil, true, http.StatusNotFound)
+	d.do("POST", "/runtime/leases/"+id+"/end", nil, false, http.StatusSeeOther)
+}
+
+func TestRuntimeQueuesAndSlotsPanel(t *testing.T) {
+	f := newGW(t, "fk-a", "fk-b")
+	d := rtDash(t, f)
+	a, b := f.conns["fk-a"], f.conns["fk-b"]
+	ctx := t.Context()
+	queues := func() *goquery.Document {
+		t.Helper()
+		doc := dashCheckHTML(t, d.do("GET", "/runtime/queues", nil, true, http.StatusOK))
+		rtPolled(t, dashFind(t, doc, dashTID(views.QueuesPanelID)), "/runtime/queues")
+		return doc
+	}
+	concCell := func() string {
+		t.Helper()
+		st := dashParse(t, d.do("GET", "/connections/statuses", nil, true, http.StatusOK))
+		return rtText(dashFind(t, st, "#"+views.RowID(views.RowConnConc, a.ID)))
+	}
+	dashFind(t, queues(), dashTID(views.QueuesEmptyID))
+
+	// max_concurrent 2 on fk-a: "0 / 2" in the slots table and in the Connections cell.
+	if _, err := f.app.Server.Connections().Update(ctx, a.ID, services.ConnectionInput{MaxConcurrent: services.Some(2)}); err != nil {
+		t.Fatal(err)
+	}
+	doc := queues()
+	if doc.Find(dashTID(views.QueuesEmptyID)).Length() != 0 || doc.Find(dashTID(views.QueuesTableID)).Length() != 0 {
+		t.Error("empty state or queue table shown with only a concurrency limit")
+	}
+	slot := dashFind(t, doc, dashTID(views.SlotsTableID)+" "+dashTID(views.RowID(views.RowSlot, a.ID)))
+	if got := rtText(slot.Find(`[data-label="In flight / limit"]`)); got != "0 / 2" {
+		t.Errorf("slots in flight %q, want 0 / 2", got)
+	}
+	if got := rtText(slot.Find(`[data-label="Waiting"]`)); got != "0" {
+		t.Errorf("waiting %q", got)
+	}
+	if doc.Find(dashTID(views.RowID(views.RowSlot, b.ID))).Length() != 0 {
+		t.Error("a connection without max_concurrent is listed under slots")
+	}
+	if got := concCell(); got != "0 / 2" {
+		t.Errorf("connections cell %q, want 0 / 2", got)
+	}
+	page := dashParse(t, d.do("GET", "/connections", nil, false, http.StatusOK))
+	if got := rtText(dashFind(t, page, "#"+views.RowID(views.RowConnConc, a.ID))); got != "0 / 2" {
+		t.Errorf("connections page cell %q, want 0 / 2", got)
+	}
+	if got := rtText(dashFind(t, page, "#"+views.RowID(views.RowConnConc, b.ID))); got != "∞ no limit" {
+		t.Errorf("unlimited cell %q", got)
+	}
+
+	// A request in flight holds one slot: both views show 1 / 2, then 0 / 2 once it ends.
+	f.fu.Script("fk-a", fakeupstream.Step{Delay: 1500 * time.Millisecond})
+	done := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", f.url+"/v1/chat/completions", strings.NewReader(chatBody))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+f.key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- 0
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	busy := ""
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if busy = rtText(queues().Find(dashTID(views.RowID(views.RowSlot, a.ID)) + ` [data-label="In flight / limit"]`)); busy == "1 / 2" {
+			break
+		}
+	}
+	if busy != "1 / 2" {
+		t.Errorf("slots in flight during a request %q, want 1 / 2", busy)
+	} else if got := concCell(); got != "1 / 2" {
+		t.Errorf("connections cell during a request %q, want 1 / 2", got)
+	}
+	if st := <-done; st != http.StatusOK {
+		t.Fatalf("slow request: %d", st)
+	}
+	// The slot is released right after the last byte: poll (bounded) for it.
+	after := ""
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if after = rtText(queues().Find(dashTID(views.RowID(views.RowSlot, a.ID)) + ` [data-label="In flight / limit"]`)); after == "0 / 2" {
+			break
+		}
+	}
+	if after != "0 / 2" {
+		t.Errorf("slots after the request %q, want 0 / 2", after)
+	}
+	if got := concCell(); got != "0 / 2" {
+		t.Errorf("connections cell after the request %q, want 0 / 2", got)
+	}
+
+	// Rate-limit protection on fk-b: its queue is listed with the effective settings, before and
+	// after traffic, and GET /api/concurrency agrees.
+	on := true
+	rpm := 30
+	if _, err := f.app.Server.Connections().Update(ctx, b.ID, services.ConnectionInput{RateLimitProtection: services.Some(on),
+		RateLimitOverrides: services.Some(services.RateLimitOverrides{RequestsPerMinute: &rpm})}); err != nil {
+		t.Fatal(err)
+	}
+	row := dashFind(t, queues(), dashTID(views.QueuesTableID)+" "+dashTID(views.QueueRowID(b.ID, "")))
+	for label, want := range map[string]string{"Queued": "0", "Running": "0 / 6", "Rate": "30 rpm 350 ms apart"} {
+		if got := rtText(row.Find(`[data-label="` + label + `"]`)); got != want {
+			t.Errorf("queue %s = %q, want %q", label, got, want)
+		}
+	}
+	var rej []string
+	row.Find(`[data-label="Rejections since start"] div`).Each(func(_ int, s *goquery.Selection) { rej = append(rej, rtText(s)) })
+	if got := strings.Join(rej, ", "); got != "0 queue full, 0 queue timeout, 0 execution timeout" {
+		t.Errorf("rejections %q", got)
+	}
+	// After a request through fk-b the limiter key is live; the row stays one row, and the API
+	// twin lists the same key.
+	if _, err := f.app.Server.Connections().Update(ctx, a.ID, services.ConnectionInput{Enabled: services.Some(false)}); err != nil {
+		t.Fatal(err)
+	}
+	if resp := rtChat(t, f, "m1"); resp.StatusCode != 200 || resp.Header.Get("X-Switchyard-Selected-Connection-Id") != b.ID {
+		t.Fatalf("chat through fk-b: %d via %s", resp.StatusCode, resp.Header.Get("X-Switchyard-Selected-Connection-Id"))
+	}
+	doc = queues()
+	if n := doc.Find(dashTID(views.QueuesTableID) + " tbody tr").Length(); n != 1 {
+		t.Errorf("%d queue rows, want 1", n)
+	}
+	row = dashFind(t, doc, dashTID(views.QueueRowID(b.ID, "")))
+	if got := rtText(row.Find(`[data-label="Rate"]`)); got != "30 rpm 350 ms apart" {
+		t.Errorf("rate after traffic %q", got)
+	}
+	api := adminGet(t, f.app, "/api/concurrency")
+	qs, _ := api["queues"].([]any)
+	ss, _ := api["slots"].([]any)
+	if len(qs) != 1 || qs[0].(map[string]any)["connectionId"] != b.ID || len(ss) != 1 || ss[0].(map[string]any)["connectionId"] != a.ID {
+		t.Errorf("GET /api/concurrency %v", api)
 	}
 }

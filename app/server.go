@@ -170,6 +170,7 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 	s.dashboard = &handlers.Dashboard{
 		Auth: s.auth, Cookies: s.cookies, Conns: s.conns, Combos: s.combos, Keys: s.keys, Clock: s.clock,
 		Engine: s.resilience, Settings: s.settingsSvc, Logs: s.logStore,
+		Leases: s.leases, Slots: s.slots, Queues: s.queues,
 		HealthReport: func(ctx context.Context) any { return s.Report(ctx) },
 		Version:      Version, Demo: s.cfg.Demo,
 		PlainHTTP:  func() bool { return !s.loopback.Load() },

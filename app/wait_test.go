@@ -10,6 +10,7 @@ import (
 
 func TestSingleModelWaitsForTheSoonestCooldown(t *testing.T) {
 	f := newGW(t, "fk-a", "fk-b")
+	patchResilience(t, f.app, `{"waitForCooldown":{"enabled":true}}`)
 	// Both connections answer 429 once (Retry-After 4 s and 6 s), then serve.
 	f.fu.SetScript("fk-a", "*", fakeupstream.Script{Steps: []fakeupstream.Step{{Status: 429, RetryAfter: "4"}}, Then: fakeupstream.ThenDefault})
 	f.fu.SetScript("fk-b", "*", fakeupstream.Script{Steps: []fakeupstream.Step{{Status: 429, RetryAfter: "6"}}, Then: fakeupstream.ThenDefault})
@@ -30,6 +31,7 @@ func TestSingleModelWaitsForTheSoonestCooldown(t *testing.T) {
 
 func TestNoWaitForQuotaExhaustion(t *testing.T) {
 	f := newGW(t, "fk-a")
+	patchResilience(t, f.app, `{"waitForCooldown":{"enabled":true},"comboCooldownWait":{"enabled":true}}`)
 	f.fu.Script("fk-a", fakeupstream.Step{Status: 429, RetryAfter: "30", ErrorMessage: "You exceeded your current quota exceeded for this month"})
 	resp, _ := postKey(t, f.url+"/v1/chat/completions", f.key, chatBody)
 	if resp.StatusCode != 429 || len(f.app.Clock.Waits()) != 0 {
@@ -48,6 +50,7 @@ func TestNoWaitForQuotaExhaustion(t *testing.T) {
 
 func TestComboWaitsForShortTransientCooldown(t *testing.T) {
 	f := twoProviders(t)
+	patchResilience(t, f.app, `{"comboCooldownWait":{"enabled":true}}`)
 	if _, _, err := f.app.Server.Combos().Create(t.Context(), services.ComboInput{Name: "w",
 		Targets: []services.Target{{Provider: "fake", Model: "m1"}, {Provider: "fakeb", Model: "m2"}}}); err != nil {
 		t.Fatal(err)

@@ -11,7 +11,9 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"switchyard/services"
+	"switchyard/services/leases"
 	"switchyard/services/resilience"
+	"switchyard/services/traffic"
 	"switchyard/views"
 )
 
@@ -30,6 +32,12 @@ type Dashboard struct {
 	Settings *resilience.SettingsService
 	// Logs reads the request log.
 	Logs services.RequestLogStore
+	// Leases are the exclusive session leases (Runtime: active leases, End lease).
+	Leases *leases.Leases
+	// Slots are the max_concurrent connection slots (Runtime, Connections concurrency cell).
+	Slots *traffic.Slots
+	// Queues are the request queues of rate-limit protection (Runtime).
+	Queues *traffic.Queues
 	// HealthReport builds the same report as GET /api/monitoring/health (admin body).
 	HealthReport func(ctx context.Context) any
 	Version      string

@@ -56,7 +56,8 @@ func (d *Dashboard) lockoutsByConnection() map[string][]resilience.LockoutStatus
 
 // liveConnectionsList is the grouped connections table with the engine's
 // live state: the status precedence disabled > terminal > cooling > locked >
-// healthy, cooldowns, locked models and each provider's breaker.
+// healthy, cooldowns, locked models, max_concurrent slots in use and each
+// provider's breaker.
 func (d *Dashboard) liveConnectionsList(conns []services.Connection) views.ConnectionsListVM {
 	now := d.Clock.Now()
 	locks := d.lockoutsByConnection()
@@ -67,12 +68,14 @@ func (d *Dashboard) liveConnectionsList(conns []services.Connection) views.Conne
 		live[i], class[c.ID] = c, c.AuthClass
 	}
 	vm := views.NewConnectionsListVM(live, d.providers(), now)
+	slots := d.slotStats()
 	for gi := range vm.Groups {
 		g := &vm.Groups[gi]
 		g.Breaker = views.NewGroupBreakerVM(d.Engine.Breakers.Status(g.ProviderID), now)
 		for ri := range g.Rows {
 			r := &g.Rows[ri]
-			*r = r.WithLive(locks[r.ID], d.backoffMax(class[r.ID]), now)
+			st := slots[r.ID]
+			*r = r.WithLive(locks[r.ID], d.backoffMax(class[r.ID]), now).WithSlots(st.InFlight, st.Waiting)
 		}
 	}
 	return vm
@@ -82,8 +85,10 @@ func (d *Dashboard) liveConnectionsList(conns []services.Connection) views.Conne
 func (d *Dashboard) liveConnectionRow(c services.Connection) views.ConnectionRowVM {
 	now := d.Clock.Now()
 	c.State = d.liveState(c)
+	st := d.slotStats()[c.ID]
 	return views.NewConnectionRowVM(c, now).
-		WithLive(d.Engine.Lockouts.List(resilience.LockFilter{ConnectionID: c.ID}), d.backoffMax(c.AuthClass), now)
+		WithLive(d.Engine.Lockouts.List(resilience.LockFilter{ConnectionID: c.ID}), d.backoffMax(c.AuthClass), now).
+		WithSlots(st.InFlight, st.Waiting)
 }
 
 // ConnectionStatuses answers the 5-s poll of the Connections page with the

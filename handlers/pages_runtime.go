@@ -2,13 +2,16 @@ package handlers
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 
 	"github.com/labstack/echo/v4"
 
 	"switchyard/services"
+	"switchyard/services/leases"
 	"switchyard/services/resilience"
+	"switchyard/services/traffic"
 	"switchyard/views"
 )
 
@@ -109,6 +112,119 @@ func (d *Dashboard) modelCooldowns(ctx context.Context) (views.ModelCooldownsVM,
 		d.providerNames(), names, d.Clock.Now()), nil
 }
 
+// activeLeases are the live leases (GET /api/resilience/leases reads the same).
+func (d *Dashboard) activeLeases() []leases.Lease {
+	if d.Leases == nil {
+		return nil
+	}
+	return d.Leases.Active()
+}
+
+// activeLease finds a live lease by id.
+func (d *Dashboard) activeLease(id string) (leases.Lease, bool) {
+	for _, l := range d.activeLeases() {
+		if l.ID == id {
+			return l, true
+		}
+	}
+	return leases.Lease{}, false
+}
+
+// leaseKeys loads the keys of the given leases; a deleted key is left out.
+func (d *Dashboard) leaseKeys(ctx context.Context, ls []leases.Lease) (map[string]services.APIKey, error) {
+	keys := map[string]services.APIKey{}
+	for _, l := range ls {
+		if _, ok := keys[l.KeyID]; ok {
+			continue
+		}
+		k, err := d.Keys.Get(ctx, l.KeyID)
+		switch {
+		case errors.Is(err, services.ErrNotFound):
+			continue
+		case err != nil:
+			return nil, err
+		}
+		keys[l.KeyID] = k
+	}
+	return keys, nil
+}
+
+func (d *Dashboard) leasesPanel(ctx context.Context) (views.LeasesPanelVM, error) {
+	active := d.activeLeases()
+	if len(active) == 0 {
+		return views.LeasesPanelVM{}, nil
+	}
+	_, names, err := d.connectionNames(ctx)
+	if err != nil {
+		return views.LeasesPanelVM{}, err
+	}
+	keys, err := d.leaseKeys(ctx, active)
+	if err != nil {
+		return views.LeasesPanelVM{}, err
+	}
+	return views.NewLeasesPanelVM(active, keys, d.providerNames(), names, d.Clock.Now()), nil
+}
+
+// queueProtected reports whether a connection's dispatches go through the
+// request queue: its own switch, else requestQueue.autoEnableApiKeyProviders
+// for API-key connections (as the gateway and GET /api/concurrency decide).
+func (d *Dashboard) queueProtected(c services.Connection) bool {
+	if c.RateLimitProtection != nil {
+		return *c.RateLimitProtection
+	}
+	return d.Settings != nil && d.Settings.Resilience().RequestQueue.AutoEnableApiKeyProviders && c.AuthClass == services.AuthAPIKey
+}
+
+// slotStats are the slot gates by connection id (Slots.Stats, as GET /api/concurrency).
+func (d *Dashboard) slotStats() map[string]traffic.SlotStats {
+	out := map[string]traffic.SlotStats{}
+	if d.Slots == nil {
+		return out
+	}
+	for _, st := range d.Slots.Stats() {
+		out[st.ConnectionID] = st
+	}
+	return out
+}
+
+func (d *Dashboard) queuesPanel(ctx context.Context) (views.QueuesPanelVM, error) {
+	conns, err := d.Conns.List(ctx, services.ConnectionFilter{})
+	if err != nil {
+		return views.QueuesPanelVM{}, err
+	}
+	byConn := map[string][]traffic.QueueStats{}
+	if d.Queues != nil {
+		for _, q := range d.Queues.Stats() {
+			byConn[q.ConnectionID] = append(byConn[q.ConnectionID], q)
+		}
+	}
+	slots := d.slotStats()
+	names := d.providerNames()
+	var qs []views.QueueConn
+	var ss []views.SlotConn
+	for _, cn := range conns {
+		provider := orDefault(names[cn.Provider], cn.Provider)
+		if d.queueProtected(cn) {
+			q := views.QueueConn{Conn: cn, Provider: provider, Stats: byConn[cn.ID]}
+			if d.Queues != nil {
+				q.Effective = d.Queues.Effective(cn.RateLimitOverrides)
+			} else {
+				q.Effective = traffic.DefaultQueueConfig().WithOverrides(cn.RateLimitOverrides)
+			}
+			qs = append(qs, q)
+		}
+		if cn.MaxConcurrent != nil && *cn.MaxConcurrent > 0 {
+			s := views.SlotConn{Conn: cn, Provider: provider}
+			if st, ok := slots[cn.ID]; ok {
+				s.Stats = &st
+			}
+			ss = append(ss, s)
+		}
+	}
+	slotsOn := d.Settings == nil || d.Settings.Resilience().ConnectionConcurrency.Enabled
+	return views.NewQueuesPanelVM(qs, ss, slotsOn, d.Clock.Now()), nil
+}
+
 func orDefault(s, def string) string {
 	if s == "" {
 		return def
@@ -129,7 +245,13 @@ func (d *Dashboard) runtimeVM(ctx context.Context) (views.RuntimePageVM, error) 
 	if vm.Cooldowns, err = d.cooldownsPanel(ctx); err != nil {
 		return vm, err
 	}
-	vm.Models, err = d.modelCooldowns(ctx)
+	if vm.Models, err = d.modelCooldowns(ctx); err != nil {
+		return vm, err
+	}
+	if vm.Leases, err = d.leasesPanel(ctx); err != nil {
+		return vm, err
+	}
+	vm.Queues, err = d.queuesPanel(ctx)
 	return vm, err
 }
 
@@ -192,6 +314,25 @@ func (d *Dashboard) RuntimeModelCooldowns(c echo.Context) error {
 		return err
 	}
 	return d.runtimeParts(c, views.ModelCooldownsCard(vm), nil)
+}
+
+// RuntimeLeases is the polled active leases panel.
+func (d *Dashboard) RuntimeLeases(c echo.Context) error {
+	vm, err := d.leasesPanel(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return d.runtimeParts(c, views.LeasesPanel(vm), nil)
+}
+
+// RuntimeQueues is the polled, read-only queues and slots panel (the data
+// of GET /api/concurrency).
+func (d *Dashboard) RuntimeQueues(c echo.Context) error {
+	vm, err := d.queuesPanel(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return d.runtimeParts(c, views.QueuesPanel(vm), nil)
 }
 
 // renderBreakersPanel answers an action of the breakers panel; slot, when
@@ -383,6 +524,70 @@ func (d *Dashboard) ModelCooldownsClear(c echo.Context) error {
 	trigger(c, views.EventResilienceChanged, nil)
 	toast(c, "success", "Cleared "+views.Plural(n, "model lockout", "model lockouts")+".")
 	return afterMutation(c, runtimeHref, func() error { return d.renderModelCooldowns(c, views.ModelCooldownsConfID) })
+}
+
+// LeaseConfirmEnd asks before ending one active lease; an unknown or
+// already ended lease is 404.
+func (d *Dashboard) LeaseConfirmEnd(c echo.Context) error {
+	ctx := c.Request().Context()
+	l, ok := d.activeLease(c.Param("id"))
+	if !ok {
+		return services.ErrNotFound
+	}
+	row, err := d.leaseRow(ctx, l)
+	if err != nil {
+		return err
+	}
+	cf := views.LeaseConfirm(row)
+	return d.runtimeParts(c, views.ConfirmBox(*cf), func(vm *views.RuntimePageVM) { vm.Leases.Confirm = cf })
+}
+
+// leaseRow names one lease as the panel does.
+func (d *Dashboard) leaseRow(ctx context.Context, l leases.Lease) (views.LeaseRowVM, error) {
+	keys, err := d.leaseKeys(ctx, []leases.Lease{l})
+	if err != nil {
+		return views.LeaseRowVM{}, err
+	}
+	name := ""
+	if conn, err := d.Conns.Get(ctx, l.ConnectionID); err == nil {
+		name = conn.Name
+	} else if !errors.Is(err, services.ErrNotFound) {
+		return views.LeaseRowVM{}, err
+	}
+	return views.NewLeaseRowVM(l, keys[l.KeyID], d.providerNames()[l.Provider], name, d.Clock.Now()), nil
+}
+
+// LeaseEnd ends one active lease with reason admin_ended (twin DELETE
+// /api/resilience/leases/{id}: Leases.Invalidate on its connection). A lease
+// that ended meanwhile (released, expired) is reported, not an error. It
+// answers with the leases panel and empties the confirmation slot.
+func (d *Dashboard) LeaseEnd(c echo.Context) error {
+	ctx := c.Request().Context()
+	l, ok := d.activeLease(c.Param("id"))
+	n := 0
+	if ok {
+		row, err := d.leaseRow(ctx, l)
+		if err != nil {
+			return err
+		}
+		if n, err = d.Leases.Invalidate(ctx, l.ConnectionID, leases.ReasonAdminEnded); err != nil {
+			return err
+		}
+		if n > 0 {
+			trigger(c, views.EventResilienceChanged, nil)
+			toast(c, "success", "Lease of "+row.KeyLabel()+" on "+row.Connection+" ended. Its client's next request will be rejected as stale.")
+		}
+	}
+	if n == 0 {
+		toast(c, "info", "That lease had already ended.")
+	}
+	return afterMutation(c, runtimeHref, func() error {
+		vm, err := d.leasesPanel(ctx)
+		if err != nil {
+			return err
+		}
+		return renderPanel(c, views.LeasesPanel(vm), views.LeasesConfirmID)
+	})
 }
 
 // Incidents is the top bar's incident badge: "2 breakers open · 1 model

@@ -240,7 +240,9 @@ type ConnectionRowVM struct {
 	ErrorFull   string          // set when ErrorShort was cut
 	ErrorAt     *TimeVM
 	Priority    int
-	Concurrency string // "2" or "∞"
+	Concurrency string // max_concurrent slots in use / limit ("1 / 2"), or "∞"
+	ConcLimit   int    // max_concurrent, 0 when unset
+	ConcWaiting int    // requests waiting for a slot (WithSlots)
 	Protection  string
 	Proxy       string // masked
 	EgressGroup string
@@ -316,7 +318,8 @@ func NewConnectionRowVM(c services.Connection, now time.Time) ConnectionRowVM {
 		r.ErrorAt = NewTimeVM(c.State.LastErrorAt, now)
 	}
 	if c.MaxConcurrent != nil {
-		r.Concurrency = strconv.Itoa(*c.MaxConcurrent)
+		r.ConcLimit = *c.MaxConcurrent
+		r.Concurrency = ConcurrencyText(0, r.ConcLimit)
 	}
 	switch {
 	case c.RateLimitProtection == nil:

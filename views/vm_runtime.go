@@ -10,7 +10,9 @@ import (
 	"unicode/utf8"
 
 	"switchyard/services"
+	"switchyard/services/leases"
 	"switchyard/services/resilience"
+	"switchyard/services/traffic"
 )
 
 // View models of the Runtime and Health pages, the incident badge and the
@@ -115,6 +117,8 @@ type RuntimePageVM struct {
 	Breakers  BreakersPanelVM
 	Cooldowns CooldownsPanelVM
 	Models    ModelCooldownsVM
+	Leases    LeasesPanelVM
+	Queues    QueuesPanelVM
 }
 
 // RuntimeSummaryVM is the KPI strip: the resilience counts of the Overview.
@@ -318,6 +322,208 @@ func orID(name, id string) string {
 		return id
 	}
 	return name
+}
+
+// LeasesPanelVM is the active exclusive leases panel.
+type LeasesPanelVM struct {
+	Rows    []LeaseRowVM
+	Confirm *ConfirmVM // "End this lease?" opened directly (full page)
+}
+
+// LeaseRowVM is one active lease. It never carries the owner token or its
+// hash: the key, the connection and the generation name a lease.
+type LeaseRowVM struct {
+	ID           string
+	KeyID        string
+	KeyName      string // "" when the key is gone
+	KeyPrefix    string // "sk-sy-Ab12Cd…", "" when the key is gone
+	Provider     string
+	ProviderName string
+	ConnectionID string
+	Connection   string
+	Generation   int64
+	State        string
+	Acquired     *TimeVM
+	Renewed      *TimeVM
+	Expires      *CountdownVM
+}
+
+// KeyLabel names the lease's key: its name, else its id.
+func (r LeaseRowVM) KeyLabel() string { return orID(r.KeyName, r.KeyID) }
+
+// NewLeasesPanelVM lists active leases (by connection id, as the service
+// sorts them). keys maps key ids to keys, names provider ids and conns
+// connection ids to display names. Only the fields shown are copied.
+func NewLeasesPanelVM(active []leases.Lease, keys map[string]services.APIKey, names, conns map[string]string, now time.Time) LeasesPanelVM {
+	var vm LeasesPanelVM
+	for _, l := range active {
+		vm.Rows = append(vm.Rows, NewLeaseRowVM(l, keys[l.KeyID], names[l.Provider], conns[l.ConnectionID], now))
+	}
+	return vm
+}
+
+// NewLeaseRowVM describes one lease at now; key is the zero key when it is gone.
+func NewLeaseRowVM(l leases.Lease, key services.APIKey, providerName, connName string, now time.Time) LeaseRowVM {
+	r := LeaseRowVM{ID: l.ID, KeyID: l.KeyID, KeyName: key.Name, Provider: l.Provider,
+		ProviderName: orID(providerName, l.Provider), ConnectionID: l.ConnectionID, Connection: orID(connName, l.ConnectionID),
+		Generation: l.Generation, State: string(l.State), Acquired: NewTimeVM(&l.AcquiredAt, now),
+		Renewed: NewTimeVM(&l.RenewedAt, now), Expires: NewCountdownVM(l.ExpiresAt, now)}
+	if key.Prefix != "" {
+		r.KeyPrefix = key.Prefix + "…"
+	}
+	if l.RenewedAt.Equal(l.AcquiredAt) {
+		r.Renewed = nil
+	}
+	return r
+}
+
+// LeaseConfirm is the confirmation of End lease, shown above the leases panel.
+func LeaseConfirm(r LeaseRowVM) *ConfirmVM {
+	return &ConfirmVM{RowKind: RowLease, ID: r.ID, Action: "End lease", Method: "post",
+		Title: "End the lease of " + r.KeyLabel() + " on " + r.Connection + "?",
+		Lines: []string{
+			"The client's next request with this generation will be rejected as stale.",
+			"Connection " + r.Connection + " returns to shared traffic at once; the client has to acquire a new lease to go on.",
+		},
+		URL: "/runtime/leases/" + r.ID + "/end", Target: "#" + LeasesPanelID, Cancel: "/runtime"}
+}
+
+// QueuesPanelVM is the read-only queues and slots panel: the request queue
+// of every protected connection and the slot gate of every connection with
+// max_concurrent.
+type QueuesPanelVM struct {
+	Queues   []QueueRowVM
+	Slots    []SlotRowVM
+	SlotsOff bool // connectionConcurrency.enabled is off: limits are not enforced
+}
+
+// Empty reports no protected connection and no concurrency limit.
+func (vm QueuesPanelVM) Empty() bool { return len(vm.Queues) == 0 && len(vm.Slots) == 0 }
+
+// QueueRowVM is the request queue of one limiter key of a protected connection.
+type QueueRowVM struct {
+	RowID        string
+	ConnectionID string
+	Connection   string
+	Provider     string // display name
+	Model        string // per-model limiter keys only
+	Enabled      bool
+	Queued       int
+	Running      int
+	RPM          int
+	RPMLearned   bool // the upstream's learned limit is below the configured rate
+	IntervalMs   int64
+	IntLearned   bool // the learned spacing is wider than the configured one
+	Concurrent   int
+	MaxQueue     int   // 0 = unbounded
+	QueueWaitMs  int64 // 0 = no bound
+	ExecTimeout  int64 // maxWaitMs
+	Throttled    *CountdownVM
+	QueueFull    int64
+	QueueTimeout int64
+	ExecTimeouts int64
+}
+
+// SlotRowVM is the slot gate of one connection with max_concurrent.
+type SlotRowVM struct {
+	ConnectionID      string
+	Connection        string
+	Provider          string
+	Enabled           bool
+	InFlight          int
+	Limit             int
+	Waiting           int
+	FailOpenQueueFull int64
+	FailOpenTimeout   int64
+}
+
+// FailOpen is every dispatch sent without a slot.
+func (r SlotRowVM) FailOpen() int64 { return r.FailOpenQueueFull + r.FailOpenTimeout }
+
+// QueueConn is one protected connection with its limiter keys' stats (none
+// before its first request) and its effective settings.
+type QueueConn struct {
+	Conn      services.Connection
+	Provider  string // display name
+	Stats     []traffic.QueueStats
+	Effective traffic.QueueConfig
+}
+
+// SlotConn is one connection with max_concurrent and its slot gate's stats
+// (nil before its first request).
+type SlotConn struct {
+	Conn     services.Connection
+	Provider string
+	Stats    *traffic.SlotStats
+}
+
+// NewQueuesPanelVM builds the panel at now; slotsOn is connectionConcurrency.enabled.
+func NewQueuesPanelVM(queues []QueueConn, slots []SlotConn, slotsOn bool, now time.Time) QueuesPanelVM {
+	vm := QueuesPanelVM{SlotsOff: !slotsOn && len(slots) > 0}
+	for _, q := range queues {
+		if len(q.Stats) == 0 {
+			vm.Queues = append(vm.Queues, newQueueRowVM(q, traffic.QueueStats{Key: traffic.QueueKey(q.Conn.Provider, q.Conn.ID, ""),
+				Provider: q.Conn.Provider, ConnectionID: q.Conn.ID, Config: q.Effective}, now))
+		}
+		for _, st := range q.Stats {
+			vm.Queues = append(vm.Queues, newQueueRowVM(q, st, now))
+		}
+	}
+	for _, s := range slots {
+		r := SlotRowVM{ConnectionID: s.Conn.ID, Connection: s.Conn.Name, Provider: s.Provider, Enabled: s.Conn.Enabled}
+		if s.Conn.MaxConcurrent != nil {
+			r.Limit = *s.Conn.MaxConcurrent
+		}
+		if st := s.Stats; st != nil {
+			r.InFlight, r.Waiting = st.InFlight, st.Waiting
+			r.FailOpenQueueFull, r.FailOpenTimeout = st.FailOpenGrants.QueueFull, st.FailOpenGrants.Timeout
+		}
+		vm.Slots = append(vm.Slots, r)
+	}
+	return vm
+}
+
+// QueueRowID is the row id and test id of a connection's request queue
+// (with the model on per-model limiter keys).
+func QueueRowID(connectionID, model string) string {
+	if model == "" {
+		return RowID(RowQueue, connectionID)
+	}
+	return RowID(RowQueue, connectionID+"-"+model)
+}
+
+func newQueueRowVM(q QueueConn, st traffic.QueueStats, now time.Time) QueueRowVM {
+	cfg := st.Config
+	r := QueueRowVM{RowID: QueueRowID(q.Conn.ID, st.Model), ConnectionID: q.Conn.ID, Connection: q.Conn.Name, Provider: q.Provider,
+		Model: st.Model, Enabled: q.Conn.Enabled, Queued: st.Queued, Running: st.Running, RPM: cfg.RequestsPerMinute,
+		IntervalMs: cfg.MinTimeBetweenRequestsMs, Concurrent: cfg.ConcurrentRequests, MaxQueue: cfg.MaxQueueDepth,
+		QueueWaitMs: cfg.QueueWaitMs, ExecTimeout: cfg.MaxWaitMs, QueueFull: st.Rejections.QueueFull,
+		QueueTimeout: st.Rejections.QueueTimeout, ExecTimeouts: st.Rejections.ExecutionTimeout}
+	if l := st.Learned; l != nil {
+		if l.LimitRequests > 0 && l.LimitRequests < r.RPM {
+			r.RPM, r.RPMLearned = l.LimitRequests, true
+		}
+		if l.MinTimeMs > r.IntervalMs {
+			r.IntervalMs, r.IntLearned = l.MinTimeMs, true
+		}
+		if l.Throttled {
+			r.Throttled = NewCountdownVM(l.ResetAt, now)
+		}
+	}
+	return r
+}
+
+// msText is a configured duration: "350 ms" below 10 s, else as humanMs.
+func msText(ms int64) string {
+	if ms < 10_000 {
+		return strconv.FormatInt(ms, 10) + " ms"
+	}
+	return humanMs(ms)
+}
+
+// ConcurrencyText is a connection's slots in use against its limit ("1 / 2").
+func ConcurrencyText(inFlight, limit int) string {
+	return strconv.Itoa(inFlight) + " / " + strconv.Itoa(limit)
 }
 
 // RuntimeConfirm is a confirmation of a bulk action of the Runtime page,
@@ -557,8 +763,17 @@ func (r ConnectionRowVM) ErrorSig() string {
 	return sig(r.ErrorHead, r.ErrorShort, r.ErrorFull, at)
 }
 
+// WithSlots adds the slot gate's live counts to a row with max_concurrent:
+// slots in use against the limit ("1 / 2") and requests waiting for one.
+func (r ConnectionRowVM) WithSlots(inFlight, waiting int) ConnectionRowVM {
+	if r.ConcLimit > 0 {
+		r.Concurrency, r.ConcWaiting = ConcurrencyText(inFlight, r.ConcLimit), waiting
+	}
+	return r
+}
+
 // ConcurrencySig covers the concurrency cell.
-func (r ConnectionRowVM) ConcurrencySig() string { return sig(r.Concurrency) }
+func (r ConnectionRowVM) ConcurrencySig() string { return sig(r.Concurrency, r.ConcWaiting) }
 
 // BreakerSig covers a provider group's breaker badge.
 func (g ConnectionGroupVM) BreakerSig() string {
