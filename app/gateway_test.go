@@ -96,7 +96,9 @@ func TestChatNonStreamServesAndNamesTheConnection(t *testing.T) {
 func TestChat429FailsOverToSecondConnection(t *testing.T) {
 	f := newGW(t, "fk-limited", "fk-good")
 	f.fu.Script("fk-limited", fakeupstream.Step{Status: 429, RetryAfter: "7"})
-	for _, body := range []string{chatBody, streamBody} {
+	// Distinct conversations: the first success pins its session (after the
+	// response is written), which must not steer the second request.
+	for _, body := range []string{chatBody, `{"model":"fake/m1","stream":true,"messages":[{"role":"user","content":"another"}]}`} {
 		f.fu.Reset()
 		f.app.Clock.Advance(time.Hour) // the first connection's cooldown from the previous round is over
 		resp := f.post(t, body)
