@@ -50,8 +50,8 @@ func (benchBreakerStore) LoadBreakers(context.Context) ([]resilience.BreakerSnap
 	return nil, nil
 }
 func (benchBreakerStore) SaveBreaker(context.Context, resilience.BreakerSnapshot) error { return nil }
-func (benchBreakerStore) DeleteBreaker(context.Context, string) error                  { return nil }
-func (benchBreakerStore) DeleteAllBreakers(context.Context) error                      { return nil }
+func (benchBreakerStore) DeleteBreaker(context.Context, string) error                   { return nil }
+func (benchBreakerStore) DeleteAllBreakers(context.Context) error                       { return nil }
 
 type benchPinStore struct{}
 
@@ -74,6 +74,12 @@ type benchEnv struct {
 }
 
 func newBenchEnv(b *testing.B, n int, strategy string) *benchEnv {
+	return newBenchEnvMix(b, n, strategy, "spec")
+}
+
+// newBenchEnvMix builds the environment with a state mix: "spec" (above),
+// "no-lockouts" (cooling and terminal only) or "healthy" (no state at all).
+func newBenchEnvMix(b *testing.B, n int, strategy, mix string) *benchEnv {
 	b.Helper()
 	ctx := context.Background()
 	clock := benchClock{now: benchT0}
@@ -96,13 +102,14 @@ func newBenchEnv(b *testing.B, n int, strategy string) *benchEnv {
 		src.conns = append(src.conns, services.Connection{ID: id, Provider: "fake", Name: id, AuthClass: services.AuthAPIKey, Enabled: true,
 			Priority: i / 10, BaseURL: "http://127.0.0.1:9/v1", CreatedAt: benchT0.Add(time.Duration(i) * time.Second)})
 		switch {
+		case mix == "healthy":
 		case i%20 == 2:
 			at := benchT0
 			cooldowns.Replace(id, services.ConnectionState{TerminalStatus: services.TerminalBanned, TerminalAt: &at})
 		case i%5 == 1:
 			u, at := until, benchT0
 			cooldowns.Replace(id, services.ConnectionState{RateLimitedUntil: &u, BackoffLevel: 2, LastErrorAt: &at, LastErrorStatus: 429})
-		case i%10 == 3:
+		case i%10 == 3 && mix == "spec":
 			k := resilience.LockKeysFor("fake", id, "m1")[2]
 			if err := lockStore.SaveLockout(ctx, resilience.LockoutRecord{LockKey: k, Model: "m1", Reason: "server_error", LastStatus: 503,
 				FailureCount: 1, LockedAt: benchT0, Until: until, LastFailureAt: benchT0, LastCooldownMs: 600000}); err != nil {
@@ -197,6 +204,29 @@ func BenchmarkGatewayPick(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkGatewayPickMix isolates where pick's time goes: the spec mix,
+// the same without model lockouts, and a pool with no resilience state.
+func BenchmarkGatewayPickMix(b *testing.B) {
+	for _, mix := range []string{"spec", "no-lockouts", "healthy"} {
+		b.Run("n=1000/fill-first/"+mix, func(b *testing.B) {
+			e := newBenchEnvMix(b, 1000, accounts.FillFirst, mix)
+			req := e.request(b, "no-session")
+			route, gerr := Resolve(e.snap, e.key, "bench")
+			if gerr != nil {
+				b.Fatal(gerr)
+			}
+			t := e.g.expand(e.snap, route, req)[0]
+			st := e.newState(req)
+			b.ReportAllocs()
+			for b.Loop() {
+				if c := e.g.pick(e.snap, t, req, st, e.set, true); c == nil {
+					b.Fatal("nothing picked")
+				}
+			}
+		})
 	}
 }
 

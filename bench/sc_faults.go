@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"switchyard/internal/testkit/fakeupstream"
+	"switchyard/services/resilience"
+)
+
+// runFaults is scenario (e), failure injection: a constant rate on the
+// direct route fakef/<model>, whose provider has two connections (fill-first:
+// fk-f1 first, then fk-f2). In the middle of the run fk-f1 answers 503 for
+// cfg.faultLength. Reported: requests lost (any non-200 answer or transport
+// error the client sees), requests served after a failover, and the time
+// until every request succeeds again.
+func runFaults(ctx context.Context, cfg *config, t *topology, rep *report) error {
+	p := &path{name: "gateway", url: t.gatewayURL + "/v1/chat/completions", auth: "Bearer " + t.clientKey}
+	// Every request is its own session (distinct user text, no session
+	// header), so no affinity pin keeps traffic off the failed connection
+	// once it is eligible again: what is measured is cooldown and lockout.
+	var seq atomic.Int64
+	tr := vegeta.Targeter(func(tgt *vegeta.Target) error {
+		*tgt = vegetaTarget(p, chatBody("fakef/"+modelFail, false, "faults-"+strconv.FormatInt(seq.Add(1), 10)), "")
+		return nil
+	})
+	cl := vegetaClient(10 * time.Second)
+	defer cl.CloseIdleConnections()
+	// Warm-up; fill-first serves everything from the first connection (fk-f1).
+	servedBy := map[string]int{}
+	attackWith(ctx, newAttacker(cl), tr, cfg.faultRate, 500*time.Millisecond, func(r *vegeta.Result) {
+		if r.Headers != nil {
+			servedBy[r.Headers.Get("X-Switchyard-Selected-Connection-Id")]++
+		}
+	})
+	primary := ""
+	for id, n := range servedBy {
+		if primary == "" || n > servedBy[primary] {
+			primary = id
+		}
+	}
+
+	type rec struct {
+		at       time.Duration // send time since start
+		end      time.Duration
+		ok       bool
+		code     string
+		failover bool
+		primary  bool // served by the connection the burst hits
+	}
+	var mu sync.Mutex
+	var recs []rec
+	start := time.Now()
+	faultOn := start.Add(cfg.faultStart)
+	faultOff := faultOn.Add(cfg.faultLength)
+	// Script the burst at the wall-clock times (bounded by ctx).
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sleepCtx(ctx, time.Until(faultOn))
+		t.fu.Script(keyFailA, fakeupstream.Step{Status: http.StatusServiceUnavailable, ErrorMessage: "bench: injected 503"})
+		sleepCtx(ctx, time.Until(faultOff))
+		t.fu.Script(keyFailA, fakeupstream.Step{}) // healthy again
+	}()
+	run := attackWith(ctx, newAttacker(cl), tr, cfg.faultRate, cfg.faultDuration, func(r *vegeta.Result) {
+		x := rec{at: r.Timestamp.Sub(start), end: r.End().Sub(start), ok: r.Code == http.StatusOK && r.Error == ""}
+		x.code = strconv.Itoa(int(r.Code))
+		if r.Headers != nil {
+			if v := r.Headers.Get("X-Switchyard-Error-Code"); v != "" {
+				x.code += " " + v
+			}
+			if v := r.Headers.Get("X-Switchyard-Fallback-Attempts"); v != "" && v != "0" {
+				x.failover = true
+			}
+			x.primary = x.ok && r.Headers.Get("X-Switchyard-Selected-Connection-Id") == primary
+		}
+		if r.Code == 0 {
+			x.code = "transport error"
+		}
+		mu.Lock()
+		recs = append(recs, x)
+		mu.Unlock()
+	})
+	wg.Wait()
+	t.fu.Script(keyFailA, fakeupstream.Step{})
+
+	sort.Slice(recs, func(i, j int) bool { return recs[i].at < recs[j].at })
+	lost, failover := 0, 0
+	var lastFail time.Duration = -1
+	var firstFail time.Duration = -1
+	failCodes := map[string]int{}
+	for _, r := range recs {
+		if r.failover {
+			failover++
+		}
+		if !r.ok {
+			lost++
+			failCodes[r.code]++
+			if firstFail < 0 {
+				firstFail = r.at
+			}
+			lastFail = max(lastFail, r.end)
+		}
+	}
+	fs, fe := cfg.faultStart, cfg.faultStart+cfg.faultLength
+	// When the connection the burst hit serves again (cooldown, lockout).
+	var backAt time.Duration = -1
+	for _, r := range recs {
+		if r.primary && r.at >= fe {
+			backAt = r.at - fe
+			break
+		}
+	}
+	// Time until all requests succeed again, counted from the end of the burst
+	// (0 when nothing failed after the burst ended).
+	recovered := time.Duration(0)
+	if lastFail > fe {
+		recovered = lastFail - fe
+	}
+	// Per-second buckets for the JSON detail.
+	type bucket struct {
+		Second   int `json:"second"`
+		Requests int `json:"requests"`
+		Failed   int `json:"failed"`
+		Failover int `json:"failover"`
+	}
+	var buckets []bucket
+	for _, r := range recs {
+		s := int(r.at / time.Second)
+		for len(buckets) <= s {
+			buckets = append(buckets, bucket{Second: len(buckets)})
+		}
+		buckets[s].Requests++
+		if !r.ok {
+			buckets[s].Failed++
+		}
+		if r.failover {
+			buckets[s].Failover++
+		}
+	}
+	fmt.Fprintf(os.Stderr, "  %d requests, %d lost %v, %d served after failover, recovered %s after the burst; failed connection back after %s\n",
+		len(recs), lost, failCodes, failover, recovered.Round(time.Millisecond), fmtOff(backAt))
+	scen := fmt.Sprintf("e faults (503 burst %s on 1 of 2 conns, %d rps)", cfg.faultLength, cfg.faultRate)
+	rep.add(result{Scenario: scen, Metric: "requests lost", Unit: "", Value: float64(lost), Target: "0", Pass: boolp(lost == 0), Samples: len(recs),
+		Note: fmt.Sprintf("failed answers by status/code: %v", failCodes)})
+	rep.add(result{Scenario: scen, Metric: "requests served after failover", Unit: "", Value: float64(failover), Samples: len(recs)})
+	rep.add(result{Scenario: scen, Metric: "time until all requests succeed again (after burst end)", Unit: "ms", Value: durMs(recovered),
+		Target: "≤ 4 s (API-key base cooldown 3 s + 1 s)", Pass: boolp(recovered <= 4*time.Second), Samples: len(recs),
+		Note: fmt.Sprintf("burst %s–%s; first failure at %s, last failed answer at %s", fs, fe, fmtOff(firstFail), fmtOff(lastFail))})
+	// Why the connection stays out: its cooldown and lockouts at the end.
+	res := t.srv.Resilience()
+	cst := res.Cooldowns.State(primary)
+	why := fmt.Sprintf("backoff level %d", cst.BackoffLevel)
+	if cst.RateLimitedUntil != nil {
+		why += fmt.Sprintf(", cooling until burst start + %s", cst.RateLimitedUntil.Sub(faultOn).Round(time.Second))
+	}
+	for _, l := range res.Lockouts.List(resilience.LockFilter{ConnectionID: primary}) {
+		if l.Active {
+			why += fmt.Sprintf(", model lockout %s:%s until burst start + %s", l.Shape, l.LockKey, l.Until.Sub(faultOn).Round(time.Second))
+		}
+	}
+	if b := res.Breakers.Status("fakef"); b.State != "" {
+		why += fmt.Sprintf(", provider breaker %s", b.State)
+	}
+	rep.detail("faults_failed_connection_state", why)
+	backNote := "it did not serve again before the run ended: " + why
+	backVal := durMs(cfg.faultDuration - fe)
+	if backAt >= 0 {
+		backNote, backVal = "", durMs(backAt)
+	}
+	rep.add(result{Scenario: scen, Metric: "time until the failed connection serves again (after burst end)", Unit: "ms", Value: backVal,
+		Samples: len(recs), Note: backNote})
+	rep.add(result{Scenario: scen, Metric: "p99 latency over the run", Unit: "ms", Value: percentile(run.lat, 99), Samples: run.total})
+	rep.detail("faults_buckets", buckets)
+	rep.detail("faults_fail_codes", failCodes)
+	return nil
+}
+
+func fmtOff(d time.Duration) string {
+	if d < 0 {
+		return "—"
+	}
+	return d.Round(time.Millisecond).String()
+}

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// loopRun is one closed-loop run's measured window.
+type loopRun struct {
+	ok, failed int64
+	elapsed    time.Duration
+	cpu        time.Duration
+}
+
+func (r loopRun) rps() float64 { return float64(r.ok) / r.elapsed.Seconds() }
+
+// cpuPerOp is process CPU per completed operation, in µs.
+func (r loopRun) cpuPerOp() float64 {
+	if r.ok == 0 {
+		return 0
+	}
+	return float64(r.cpu.Microseconds()) / float64(r.ok)
+}
+
+// closedLoop runs c workers calling op until d has passed; the first 10 %
+// is discarded. op returns false for a failed operation.
+func closedLoop(ctx context.Context, c int, d time.Duration, op func(ctx context.Context, worker int) bool) loopRun {
+	ctx, cancel := context.WithCancel(ctx)
+	var ok, failed atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := 0; w < c; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if op(ctx, w) {
+					ok.Add(1)
+				} else if ctx.Err() == nil {
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	warm := d / 10
+	sleepCtx(ctx, warm)
+	ok0, f0, cpu0, t0 := ok.Load(), failed.Load(), cpuTime(), time.Now()
+	sleepCtx(ctx, d-warm)
+	ok1, f1, cpu1, t1 := ok.Load(), failed.Load(), cpuTime(), time.Now()
+	close(stop)
+	// Let in-flight operations finish (bounded); then cancel the rest.
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		cancel()
+		<-done
+	}
+	cancel()
+	return loopRun{ok: ok1 - ok0, failed: f1 - f0, elapsed: t1.Sub(t0), cpu: cpu1 - cpu0}
+}
+
+// profileFile creates a profile in -profile-dir (nil without the flag).
+func profileFile(cfg *config, name string) (*os.File, error) {
+	if cfg.profileDir == "" {
+		return nil, nil
+	}
+	return os.Create(filepath.Join(cfg.profileDir, name))
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// runThroughput is scenario (b): closed loop at saturation, c keep-alive
+// workers, reps runs per path with the paths alternating. In one process the
+// bare proxy and the gateway share the CPUs with the load generator and the
+// fake upstream, so two views are reported: the RPS ratio, and the CPU the
+// hop itself costs per request (process CPU per request on the path minus
+// process CPU per request going direct, same repetition).
+func runThroughput(ctx context.Context, cfg *config, t *topology, rep *report) error {
+	names := []string{"direct", "baseline", "gateway"}
+	if cfg.minimal {
+		names = append(names, "gateway-min")
+	}
+	ps := t.paths()
+	prof, err := profileFile(cfg, "cpu-throughput-gateway.pprof")
+	if err != nil {
+		return err
+	}
+	if prof != nil {
+		defer prof.Close()
+	}
+	runs := map[string][]loopRun{}
+	for r := 0; r < cfg.reps && ctx.Err() == nil; r++ {
+		for k := range names {
+			n := names[(k+r)%len(names)]
+			p := ps[n]
+			cl := newClient(cfg.concurrency * 2)
+			body := chatBody(p.model(modelFast), false, "throughput")
+			sessions := make([]string, cfg.concurrency)
+			for i := range sessions {
+				sessions[i] = "tp-" + strconv.Itoa(i)
+			}
+			op := func(ctx context.Context, w int) bool {
+				_, err := doJSON(ctx, cl, p, body, sessions[w])
+				return err == nil
+			}
+			// Warm the connections.
+			closedLoop(ctx, cfg.concurrency, 200*time.Millisecond, op)
+			profiling := prof != nil && n == "gateway"
+			if profiling {
+				pprof.StartCPUProfile(prof)
+			}
+			run := closedLoop(ctx, cfg.concurrency, cfg.duration, op)
+			if profiling {
+				pprof.StopCPUProfile()
+				prof = nil // one gateway run is enough for a profile
+			}
+			cl.CloseIdleConnections()
+			runs[n] = append(runs[n], run)
+			if run.failed > 0 {
+				rep.warn("throughput: %d failed requests on %s (rep %d)", run.failed, n, r+1)
+			}
+			fmt.Fprintf(os.Stderr, "  %-11s rep %d: %8.0f req/s, %6.1f µs CPU/req (process)\n", n, r+1, run.rps(), run.cpuPerOp())
+		}
+	}
+	rps := map[string][]float64{}
+	hopCPU := map[string][]float64{}
+	for _, n := range names {
+		for i, run := range runs[n] {
+			rps[n] = append(rps[n], run.rps())
+			if n != "direct" && i < len(runs["direct"]) {
+				hopCPU[n] = append(hopCPU[n], run.cpuPerOp()-runs["direct"][i].cpuPerOp())
+			}
+		}
+	}
+	c := strconv.Itoa(cfg.concurrency)
+	for _, n := range names {
+		q := iqr(rps[n])
+		rep.add(result{Scenario: "b throughput", Metric: "req/s " + n + ", c=" + c, Unit: "req/s", Value: median(rps[n]), Samples: len(rps[n]), IQR: &q})
+	}
+	bl, gw := median(rps["baseline"]), median(rps["gateway"])
+	rep.add(result{Scenario: "b throughput", Metric: "gateway / baseline req/s", Unit: "req/s", Value: gw, Baseline: f64(bl), Ratio: ratio(gw, bl),
+		Target: "≥ 0.6× bare proxy", Pass: boolp(bl > 0 && gw/bl >= 0.6), Samples: len(rps["gateway"]),
+		Note: "shared CPUs: the load generator and the fake upstream compete with the proxy under test"})
+	if cfg.minimal {
+		gm := median(rps["gateway-min"])
+		rep.add(result{Scenario: "b throughput", Metric: "gateway-min / baseline req/s", Unit: "req/s", Value: gm, Baseline: f64(bl), Ratio: ratio(gm, bl),
+			Samples: len(rps["gateway-min"])})
+	}
+	blCPU, gwCPU := median(hopCPU["baseline"]), median(hopCPU["gateway"])
+	rep.add(result{Scenario: "b throughput", Metric: "hop CPU per request (path − direct)", Unit: "µs", Value: gwCPU, Baseline: f64(blCPU),
+		Ratio: ratio(gwCPU, blCPU), Target: "", Samples: len(hopCPU["gateway"]),
+		Note: "process CPU per request on the path minus going direct; 1e6/value ≈ requests per core"})
+	if gwCPU > 0 && blCPU > 0 {
+		rep.add(result{Scenario: "b throughput", Metric: "implied req/s per core (1e6 / hop CPU)", Unit: "req/s", Value: 1e6 / gwCPU,
+			Baseline: f64(1e6 / blCPU), Ratio: ratio(blCPU, gwCPU), Target: "≥ 0.6× bare proxy (≈ 10k req/s)", Pass: boolp(blCPU/gwCPU >= 0.6),
+			Samples: len(hopCPU["gateway"])})
+	}
+	if cfg.minimal {
+		gmCPU := median(hopCPU["gateway-min"])
+		rep.add(result{Scenario: "b throughput", Metric: "hop CPU per request, minimal path", Unit: "µs", Value: gmCPU, Baseline: f64(blCPU),
+			Ratio: ratio(gmCPU, blCPU), Samples: len(hopCPU["gateway-min"])})
+	}
+	detail := map[string]any{}
+	for n, rs := range runs {
+		var list []map[string]any
+		for _, r := range rs {
+			list = append(list, map[string]any{"rps": r.rps(), "cpu_us_per_req": r.cpuPerOp(), "ok": r.ok, "failed": r.failed})
+		}
+		detail[n] = list
+	}
+	rep.detail("throughput_runs", detail)
+	return nil
+}
