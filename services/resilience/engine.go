@@ -88,14 +88,8 @@ func (e *Engine) ConnectionBlocker(provider, connectionID, model string) *Blocke
 		return &Blocker{Reason: st.TerminalStatus}
 	}
 	now := e.clock.Now()
-	if locked, until, key := e.Lockouts.Locked(provider, connectionID, model); locked {
-		waitable := false
-		for _, l := range e.Lockouts.List(LockFilter{Provider: provider, ConnectionID: connectionID}) {
-			if l.LockKey == key.Key && l.Shape == key.Shape {
-				waitable = Waitable(l.Reason)
-			}
-		}
-		return &Blocker{Reason: "model_lockout", RetryAfter: until.Sub(now), Waitable: waitable}
+	if rec, locked := e.Lockouts.Blocking(provider, connectionID, model); locked {
+		return &Blocker{Reason: "model_lockout", RetryAfter: rec.Until.Sub(now), Waitable: Waitable(Reason(rec.Reason))}
 	}
 	if until, cooling := e.Cooldowns.Cooling(connectionID); cooling {
 		return &Blocker{Reason: "cooling", RetryAfter: until.Sub(now), Waitable: Waitable(Reason(st.LastErrorReason))}

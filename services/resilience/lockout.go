@@ -294,20 +294,27 @@ func (l *Lockouts) Load(ctx context.Context) error {
 // the active keys and key the one that ends then. Entries are not enforced
 // while the master switch is off (BD 8); they stay listed and expire normally.
 func (l *Lockouts) Locked(provider, connectionID, model string) (locked bool, until time.Time, key LockKey) {
+	rec, locked := l.Blocking(provider, connectionID, model)
+	return locked, rec.Until, rec.LockKey
+}
+
+// Blocking is Locked returning the whole record of the key that ends last, so
+// the selector reads the lock's reason (waitability) without listing records.
+func (l *Lockouts) Blocking(provider, connectionID, model string) (rec LockoutRecord, locked bool) {
 	if l.size.Load() == 0 || !l.cfg().Enabled {
-		return false, time.Time{}, LockKey{}
+		return LockoutRecord{}, false
 	}
 	now := l.clock.Now()
 	keys := LockKeysFor(provider, connectionID, model)
 	sh := l.shard(provider, connectionID)
 	sh.mu.RLock()
 	for _, k := range keys {
-		if r, ok := sh.recs[k]; ok && r.Active(now) && r.Until.After(until) {
-			locked, until, key = true, r.Until, k
+		if r, ok := sh.recs[k]; ok && r.Active(now) && r.Until.After(rec.Until) {
+			rec, locked = r, true
 		}
 	}
 	sh.mu.RUnlock()
-	return locked, until, key
+	return rec, locked
 }
 
 // Apply records a model-scoped failure of (provider, connectionID, model) as
