@@ -180,6 +180,21 @@ func (c *Cooldowns) State(id string) services.ConnectionState {
 	return cloneConnectionState(v.(*cooldownEntry).snapshot())
 }
 
+// Flags returns the terminal status and the latest error reason of
+// connection id without copying its state: the selector reads them for
+// every candidate. Lock-free, never writes.
+func (c *Cooldowns) Flags(id string) (terminalStatus, lastErrorReason string) {
+	v, ok := c.entries.Load(id)
+	if !ok {
+		return "", ""
+	}
+	p := v.(*cooldownEntry).state.Load()
+	if p == nil {
+		return "", ""
+	}
+	return string(p.TerminalStatus), string(p.LastErrorReason)
+}
+
 // Cooling reports whether connection id is cooling now and until when.
 // Terminal connections are not cooling (they are excluded for good).
 // Lock-free, never writes.

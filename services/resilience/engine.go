@@ -83,16 +83,16 @@ func (e *Engine) AllowProvider(provider string, profile Profile, connectionID st
 // ConnectionBlocker runs the connection-level gates that resilience owns:
 // terminal state, model lockout (§7), cooldown (§4). nil = eligible.
 func (e *Engine) ConnectionBlocker(provider, connectionID, model string) *Blocker {
-	st := e.Cooldowns.State(connectionID)
-	if st.TerminalStatus != "" {
-		return &Blocker{Reason: st.TerminalStatus}
+	terminal, lastReason := e.Cooldowns.Flags(connectionID)
+	if terminal != "" {
+		return &Blocker{Reason: terminal}
 	}
 	now := e.clock.Now()
 	if rec, locked := e.Lockouts.Blocking(provider, connectionID, model); locked {
 		return &Blocker{Reason: "model_lockout", RetryAfter: rec.Until.Sub(now), Waitable: Waitable(Reason(rec.Reason))}
 	}
 	if until, cooling := e.Cooldowns.Cooling(connectionID); cooling {
-		return &Blocker{Reason: "cooling", RetryAfter: until.Sub(now), Waitable: Waitable(Reason(st.LastErrorReason))}
+		return &Blocker{Reason: "cooling", RetryAfter: until.Sub(now), Waitable: Waitable(Reason(lastReason))}
 	}
 	return nil
 }
