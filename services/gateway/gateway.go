@@ -644,7 +644,7 @@ func (g *Gateway) siblings(s *Snapshot, provider string) []resilience.ConnRef {
 // eligible the target's exclusion names its soonest-ending blocker.
 func (g *Gateway) pick(s *Snapshot, t target, req *Request, st *attemptState, set *Settings, record bool) *services.Connection {
 	var eligible []accounts.Candidate
-	var byID map[string]*services.Connection
+	var conns []*services.Connection // conns[i] is eligible[i]'s connection
 	var soonest *resilience.Blocker
 	soonestConn := ""
 	allLocked, any := true, false
@@ -697,11 +697,8 @@ func (g *Gateway) pick(s *Snapshot, t target, req *Request, st *attemptState, se
 		}
 		rt := g.reg.Runtime(c.ID)
 		eligible = append(eligible, accounts.Candidate{ID: c.ID, Priority: c.Priority, CreatedAt: c.CreatedAt,
-			BackoffLevel: g.res.Cooldowns.State(c.ID).BackoffLevel, LastUsedAt: rt.LastUsed(), InFlight: rt.InFlight(), SuccessRate: rt.SuccessRate()})
-		if byID == nil {
-			byID = map[string]*services.Connection{}
-		}
-		byID[c.ID] = c
+			BackoffLevel: g.res.Cooldowns.BackoffLevel(c.ID), LastUsedAt: rt.LastUsed(), InFlight: rt.InFlight(), SuccessRate: rt.SuccessRate()})
+		conns = append(conns, c)
 	}
 	if len(eligible) == 0 {
 		if record {
@@ -733,21 +730,36 @@ func (g *Gateway) pick(s *Snapshot, t target, req *Request, st *attemptState, se
 	}
 	// The strategy's preferred connection (lkgp), when eligible.
 	if t.prefConn != "" {
-		if c, ok := byID[t.prefConn]; ok {
+		if c := eligibleByID(conns, t.prefConn); c != nil {
 			return c
 		}
 	}
 	// An eligible affinity pin wins (a preference, never a wall: BD 7).
 	if pin := g.pinID(req, t.provider.ID); pin != "" {
 		if id, ok := g.traffic.Pins.Lookup(pin); ok {
-			if c, ok := byID[id]; ok {
+			if c := eligibleByID(conns, id); c != nil {
 				st.log.AffinityHit = true
 				return c
 			}
 		}
 	}
 	id := g.sel.Pick(t.provider.ID, strategy, sticky, eligible, st.failedProv[t.provider.ID])
-	return byID[id]
+	return eligibleByID(conns, id)
+}
+
+// eligibleByID finds id among the eligible connections. A linear scan: it
+// runs at most three times per pick, and building a map per request cost
+// more than the scans it saved.
+func eligibleByID(conns []*services.Connection, id string) *services.Connection {
+	if id == "" {
+		return nil
+	}
+	for _, c := range conns {
+		if c.ID == id {
+			return c
+		}
+	}
+	return nil
 }
 
 func dispatchedOnce(st *attemptState) bool { return st.attempts > 0 }

@@ -195,6 +195,19 @@ func (c *Cooldowns) Flags(id string) (terminalStatus, lastErrorReason string) {
 	return string(p.TerminalStatus), string(p.LastErrorReason)
 }
 
+// BackoffLevel returns connection id's backoff level without copying its
+// state (the selector ranks candidates by it). Lock-free, never writes.
+func (c *Cooldowns) BackoffLevel(id string) int {
+	v, ok := c.entries.Load(id)
+	if !ok {
+		return 0
+	}
+	if p := v.(*cooldownEntry).state.Load(); p != nil {
+		return p.BackoffLevel
+	}
+	return 0
+}
+
 // Cooling reports whether connection id is cooling now and until when.
 // Terminal connections are not cooling (they are excluded for good).
 // Lock-free, never writes.
