@@ -17,6 +17,7 @@ import (
 
 	"switchyard/models"
 	"switchyard/services"
+	"switchyard/services/gateway"
 )
 
 // Version is the product version shown in the dashboard and health report.
@@ -24,6 +25,10 @@ var Version = "0.1.0"
 
 // drainTimeout bounds graceful shutdown: in-flight requests get this long.
 const drainTimeout = 10 * time.Second
+
+// cutGrace is how long requests still running at the end of the drain get to
+// end after their contexts are cancelled.
+const cutGrace = 3 * time.Second
 
 // Run starts Switchyard and serves until ctx ends, then drains in-flight
 // requests (bounded) and closes the database. It receives the OS as
@@ -50,7 +55,14 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		host = "[" + host + "]"
 	}
 	srv.SetListenAddr(ln.Addr().String(), addr.IP.IsLoopback())
+	// Every request context descends from reqCtx, so a drain that runs out
+	// can end what is still running: streams get their in-band error and
+	// upstream calls are cancelled (the cause tells it apart from a client
+	// that went away).
+	reqCtx, cutRequests := context.WithCancelCause(context.Background())
+	defer cutRequests(nil)
 	hs := &http.Server{
+		BaseContext:       func(net.Listener) context.Context { return reqCtx },
 		Handler:           srv.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
@@ -71,7 +83,21 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	err = hs.Shutdown(sctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		// Drain ran out: cut the remaining requests and give their handlers
+		// a moment to end the streams and queue their log rows before the
+		// store closes.
+		cutRequests(gateway.ErrShuttingDown)
+		cctx, ccancel := context.WithTimeout(context.Background(), cutGrace)
+		err = hs.Shutdown(cctx)
+		ccancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			hs.Close()
+			err = nil
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {

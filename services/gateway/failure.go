@@ -59,6 +59,10 @@ var errClientGone = errors.New("client closed request")
 
 // transportResult classifies a failed exchange: the client leaving, our own
 // timeouts, or a transport error of a known kind.
+// ErrShuttingDown is the cancellation cause the server gives requests it cuts
+// when the shutdown drain runs out.
+var ErrShuttingDown = errors.New("server shutting down")
+
 func transportResult(ctx context.Context, err error) result {
 	cause := context.Cause(ctx)
 	switch {
