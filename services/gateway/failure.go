@@ -22,6 +22,7 @@ import (
 type result struct {
 	ok         bool
 	gone       bool // the client left
+	shutdown   bool // cut at the end of the shutdown drain (penalises nothing)
 	status     int  // upstream status; 0 for transport failures
 	transport  string
 	header     http.Header
@@ -71,6 +72,8 @@ func transportResult(ctx context.Context, err error) result {
 	case errors.Is(cause, errExecTimeout):
 		return result{localErr: &traffic.LimitError{Code: traffic.CodeExecutionTimeout, Status: 504,
 			Message: "The upstream did not send headers within requestQueue.maxWaitMs."}, message: "execution timeout"}
+	case errors.Is(cause, ErrShuttingDown):
+		return result{shutdown: true, message: ErrShuttingDown.Error()}
 	case errors.Is(cause, errStreamIdle):
 		return resTransport(resilience.TransportIdleTimeout, "the upstream stream went silent")
 	case ctx.Err() != nil:

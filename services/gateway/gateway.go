@@ -541,6 +541,19 @@ func (g *Gateway) walkTarget(ctx context.Context, out *clientWriter, s *Snapshot
 			g.res.Release(adm)
 			g.obs.Attempt(t.provider.ID, "aborted")
 			return true, "", true
+		case res.shutdown:
+			// The drain ran out while the client still waits: tell it so,
+			// in band once the stream is committed.
+			g.res.Release(adm)
+			g.obs.Attempt(t.provider.ID, "aborted")
+			e := &services.GatewayError{Status: 503, Code: "server_shutting_down", Message: "The server is shutting down; retry the request."}
+			if out.committedUseful() {
+				out.streamError(e)
+				st.log.Outcome, st.log.Status, st.log.ErrorCode = "upstream_error", 200, e.Code
+			} else {
+				g.fail(out, st, e)
+			}
+			return true, "", true
 		case res.callerErr != nil:
 			g.res.Release(adm)
 			var lf *leaseFenceError

@@ -170,6 +170,9 @@ func (g *Gateway) relayStream(ctx context.Context, cancel context.CancelCauseFun
 			}
 		case ev, ok := <-events:
 			if !ok {
+				if ctx.Err() != nil {
+					return transportResult(ctx, ctx.Err())
+				}
 				return resTransport(resilience.TransportReset, "upstream stream ended")
 			}
 			lastUpstream = time.Now()

@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"sync"
@@ -75,7 +77,12 @@ func (o *clientWriter) setDispatch(connID, provider, model string, fallbacks int
 func (o *clientWriter) gone() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.isGone || o.r.Context().Err() != nil
+	if o.isGone {
+		return true
+	}
+	// A request cut at the end of the shutdown drain still has its client.
+	ctx := o.r.Context()
+	return ctx.Err() != nil && !errors.Is(context.Cause(ctx), ErrShuttingDown)
 }
 
 func (o *clientWriter) committed() bool {
