@@ -29,7 +29,7 @@ func NewConnectionStateStore(db *gorm.DB) *ConnectionStateStore {
 var connectionStateColumns = []string{
 	"rate_limited_until", "backoff_level", "terminal_status", "terminal_at", "last_error",
 	"last_error_reason", "last_error_status", "error_code", "last_error_at", "auth_fail_count",
-	"reject_streak", "last_reject_at",
+	"last_auth_fail_at", "reject_streak", "last_reject_at", "cooldown_reason",
 }
 
 // LoadConnectionStates returns the state of every connection, by id.
@@ -46,7 +46,8 @@ func (s *ConnectionStateStore) LoadConnectionStates(ctx context.Context) (map[st
 			TerminalStatus: r.TerminalStatus.String, TerminalAt: fromMs(r.TerminalAt),
 			LastError: r.LastError, LastErrorReason: r.LastErrorReason, LastErrorStatus: r.LastErrorStatus,
 			ErrorCode: r.ErrorCode, LastErrorAt: fromMs(r.LastErrorAt), AuthFailCount: r.AuthFailCount,
-			RejectStreak: r.RejectStreak, LastRejectAt: fromMs(r.LastRejectAt), TestStatus: r.TestStatus,
+			LastAuthFailAt: fromMs(r.LastAuthFailAt), RejectStreak: r.RejectStreak, LastRejectAt: fromMs(r.LastRejectAt),
+			CooldownReason: r.CooldownReason, TestStatus: r.TestStatus,
 		}
 	}
 	return out, nil
@@ -67,8 +68,10 @@ func (s *ConnectionStateStore) SaveConnectionState(ctx context.Context, id strin
 		"error_code":         st.ErrorCode,
 		"last_error_at":      ms(st.LastErrorAt),
 		"auth_fail_count":    st.AuthFailCount,
+		"last_auth_fail_at":  ms(st.LastAuthFailAt),
 		"reject_streak":      st.RejectStreak,
 		"last_reject_at":     ms(st.LastRejectAt),
+		"cooldown_reason":    st.CooldownReason,
 	}
 	res := s.db.WithContext(ctx).Model(&connectionRow{}).Where("id = ?", id).UpdateColumns(cols)
 	if res.Error != nil {

@@ -41,8 +41,8 @@ func TestConnectionStateStoreRoundTrip(t *testing.T) {
 	want := services.ConnectionState{
 		RateLimitedUntil: at(59), BackoffLevel: 3, TerminalStatus: services.TerminalBanned, TerminalAt: at(1),
 		LastError: "account suspended", LastErrorReason: "forbidden", LastErrorStatus: 403, ErrorCode: "account_deactivated",
-		LastErrorAt: at(2), AuthFailCount: 2, RejectStreak: 1, LastRejectAt: at(3),
-		TestStatus: "ok",
+		LastErrorAt: at(2), AuthFailCount: 2, LastAuthFailAt: at(4), RejectStreak: 1, LastRejectAt: at(3),
+		CooldownReason: "rate_limit", TestStatus: "ok",
 	}
 	if err := store.SaveConnectionState(ctx, "c_1", want); err != nil {
 		t.Fatal(err)
@@ -77,6 +77,16 @@ func TestConnectionStateStoreRoundTrip(t *testing.T) {
 	if !bytes.Equal(encBefore, encAfter) {
 		t.Error("credentials_enc was rewritten")
 	}
+
+	// A configuration edit never overwrites the live state columns.
+	edited := got
+	edited.State = services.ConnectionState{TestStatus: got.State.TestStatus} // test_status is the connection test's, not live state
+	edited.Priority = 7
+	if err := conns.UpdateConnection(ctx, edited); err != nil {
+		t.Fatal(err)
+	}
+	states, _ = store.LoadConnectionStates(ctx)
+	checkConnectionState(t, states["c_1"], want)
 
 	// Clearing writes NULLs and zeros.
 	if err := store.SaveConnectionState(ctx, "c_1", services.ConnectionState{}); err != nil {
@@ -132,13 +142,14 @@ func checkConnectionState(t *testing.T, got, want services.ConnectionState) {
 		return p.UTC().Format(time.RFC3339Nano)
 	}
 	if tp(got.RateLimitedUntil) != tp(want.RateLimitedUntil) || tp(got.TerminalAt) != tp(want.TerminalAt) ||
-		tp(got.LastErrorAt) != tp(want.LastErrorAt) || tp(got.LastRejectAt) != tp(want.LastRejectAt) {
-		t.Errorf("times: got until=%s terminalAt=%s errAt=%s rejectAt=%s, want %s %s %s %s",
-			tp(got.RateLimitedUntil), tp(got.TerminalAt), tp(got.LastErrorAt), tp(got.LastRejectAt),
-			tp(want.RateLimitedUntil), tp(want.TerminalAt), tp(want.LastErrorAt), tp(want.LastRejectAt))
+		tp(got.LastErrorAt) != tp(want.LastErrorAt) || tp(got.LastRejectAt) != tp(want.LastRejectAt) ||
+		tp(got.LastAuthFailAt) != tp(want.LastAuthFailAt) {
+		t.Errorf("times: got until=%s terminalAt=%s errAt=%s rejectAt=%s authFailAt=%s, want %s %s %s %s %s",
+			tp(got.RateLimitedUntil), tp(got.TerminalAt), tp(got.LastErrorAt), tp(got.LastRejectAt), tp(got.LastAuthFailAt),
+			tp(want.RateLimitedUntil), tp(want.TerminalAt), tp(want.LastErrorAt), tp(want.LastRejectAt), tp(want.LastAuthFailAt))
 	}
-	got.RateLimitedUntil, got.TerminalAt, got.LastErrorAt, got.LastRejectAt = nil, nil, nil, nil
-	want.RateLimitedUntil, want.TerminalAt, want.LastErrorAt, want.LastRejectAt = nil, nil, nil, nil
+	got.RateLimitedUntil, got.TerminalAt, got.LastErrorAt, got.LastRejectAt, got.LastAuthFailAt = nil, nil, nil, nil, nil
+	want.RateLimitedUntil, want.TerminalAt, want.LastErrorAt, want.LastRejectAt, want.LastAuthFailAt = nil, nil, nil, nil, nil
 	if got != want {
 		t.Errorf("state:\n got %+v\nwant %+v", got, want)
 	}

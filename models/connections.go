@@ -51,8 +51,10 @@ type connectionRow struct {
 	ErrorCode           string
 	LastErrorAt         *int64
 	AuthFailCount       int
+	LastAuthFailAt      *int64
 	RejectStreak        int
 	LastRejectAt        *int64
+	CooldownReason      string
 	TestStatus          string
 	LastTest            sql.NullString
 	LastUsedAt          *int64
@@ -93,8 +95,8 @@ func (s *ConnectionStore) toRow(c services.Connection) (connectionRow, error) {
 		TerminalStatus: sql.NullString{String: c.State.TerminalStatus, Valid: c.State.TerminalStatus != ""},
 		TerminalAt:     ms(c.State.TerminalAt), LastError: c.State.LastError, LastErrorReason: c.State.LastErrorReason,
 		LastErrorStatus: c.State.LastErrorStatus, ErrorCode: c.State.ErrorCode, LastErrorAt: ms(c.State.LastErrorAt),
-		AuthFailCount: c.State.AuthFailCount, RejectStreak: c.State.RejectStreak, LastRejectAt: ms(c.State.LastRejectAt),
-		TestStatus: c.State.TestStatus, LastUsedAt: ms(c.LastUsedAt), CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
+		AuthFailCount: c.State.AuthFailCount, LastAuthFailAt: ms(c.State.LastAuthFailAt), RejectStreak: c.State.RejectStreak,
+		LastRejectAt: ms(c.State.LastRejectAt), CooldownReason: c.State.CooldownReason, TestStatus: c.State.TestStatus, LastUsedAt: ms(c.LastUsedAt), CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
 	}
 	if c.ProxyURL != "" {
 		r.ProxyURLEnc = s.keys.Seal([]byte(c.ProxyURL.Reveal()), []byte("conn-proxy:"+c.ID))
@@ -137,7 +139,8 @@ func (s *ConnectionStore) fromRow(r connectionRow) (services.Connection, error) 
 			RateLimitedUntil: fromMs(r.RateLimitedUntil), BackoffLevel: r.BackoffLevel, TerminalStatus: r.TerminalStatus.String,
 			TerminalAt: fromMs(r.TerminalAt), LastError: r.LastError, LastErrorReason: r.LastErrorReason,
 			LastErrorStatus: r.LastErrorStatus, ErrorCode: r.ErrorCode, LastErrorAt: fromMs(r.LastErrorAt),
-			AuthFailCount: r.AuthFailCount, RejectStreak: r.RejectStreak, LastRejectAt: fromMs(r.LastRejectAt), TestStatus: r.TestStatus,
+			AuthFailCount: r.AuthFailCount, LastAuthFailAt: fromMs(r.LastAuthFailAt), RejectStreak: r.RejectStreak,
+			LastRejectAt: fromMs(r.LastRejectAt), CooldownReason: r.CooldownReason, TestStatus: r.TestStatus,
 		},
 	}
 	_ = json.Unmarshal([]byte(r.RateLimitOverrides), &c.RateLimitOverrides)
@@ -274,6 +277,7 @@ func (s *ConnectionStore) SetCustomProviderModels(ctx context.Context, id string
 	return nil
 }
 
-// liveStateColumns are written only by the resilience state store.
-var liveStateColumns = []string{"rate_limited_until", "backoff_level", "terminal_status", "terminal_at", "last_error",
-	"last_error_reason", "last_error_status", "error_code", "last_error_at", "auth_fail_count", "reject_streak", "last_reject_at"}
+// liveStateColumns are written only by the resilience state store: the
+// same list it saves, so a column added there is never overwritten by a
+// configuration edit.
+var liveStateColumns = connectionStateColumns

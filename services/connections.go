@@ -75,9 +75,18 @@ type ConnectionState struct {
 	ErrorCode        string // upstream error code, e.g. "model_not_found"
 	LastErrorAt      *time.Time
 	AuthFailCount    int
-	RejectStreak     int
-	LastRejectAt     *time.Time
-	TestStatus       string // "", "ok", "failed"
+	// LastAuthFailAt is when the auth ladder last counted a failure: its
+	// 24 h restart window is measured from it (20-resilience §4.3), not from
+	// LastErrorAt, which every later failure moves.
+	LastAuthFailAt *time.Time
+	RejectStreak   int
+	LastRejectAt   *time.Time
+	// CooldownReason is the reason (20-resilience §1.4) that wrote the
+	// running cooldown deadline, "" when none. Failures absorbed during the
+	// episode change LastErrorReason but not this; it decides whether a
+	// cooldown-aware wait may sleep the deadline out (§9).
+	CooldownReason string
+	TestStatus     string // "", "ok", "failed"
 }
 
 // TestResult is the outcome of the last connection test.

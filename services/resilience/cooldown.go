@@ -180,10 +180,11 @@ func (c *Cooldowns) State(id string) services.ConnectionState {
 	return cloneConnectionState(v.(*cooldownEntry).snapshot())
 }
 
-// Flags returns the terminal status and the latest error reason of
-// connection id without copying its state: the selector reads them for
-// every candidate. Lock-free, never writes.
-func (c *Cooldowns) Flags(id string) (terminalStatus, lastErrorReason string) {
+// Flags returns the terminal status of connection id and the reason that
+// wrote its cooldown deadline (CooldownReason; not the latest error reason,
+// which absorbed failures overwrite) without copying its state: the
+// selector reads them for every candidate. Lock-free, never writes.
+func (c *Cooldowns) Flags(id string) (terminalStatus, cooldownReason string) {
 	v, ok := c.entries.Load(id)
 	if !ok {
 		return "", ""
@@ -192,7 +193,7 @@ func (c *Cooldowns) Flags(id string) (terminalStatus, lastErrorReason string) {
 	if p == nil {
 		return "", ""
 	}
-	return string(p.TerminalStatus), string(p.LastErrorReason)
+	return p.TerminalStatus, p.CooldownReason
 }
 
 // BackoffLevel returns connection id's backoff level without copying its
@@ -373,10 +374,12 @@ func (c *Cooldowns) Apply(ctx context.Context, info ConnInfo, cls Classification
 	}
 	if cooling {
 		// Episode (BD 3, §4.2): no level or counter change, never shorter;
-		// only a later-ending hint extends the deadline.
+		// only a later-ending hint extends the deadline, and the deadline
+		// then belongs to this failure's reason.
 		if hint > 0 && !info.DisableCooling {
 			if end := now.Add(hint); end.After(*st.RateLimitedUntil) {
 				st.RateLimitedUntil = &end
+				st.CooldownReason = string(cls.Reason)
 			}
 		}
 		c.commit(ctx, e, info, old, st)
@@ -401,11 +404,17 @@ func (c *Cooldowns) Apply(ctx context.Context, info ConnInfo, cls Classification
 			level = min(level+1, prof.MaxBackoffSteps)
 		}
 	case cls.Reason == ReasonAuthError:
+		// §4.3: restart at 1 when the previous counted auth failure is more
+		// than 24 h old, measured from last_auth_fail_at (never from
+		// last_error_at, which unrelated failures move).
 		count := st.AuthFailCount + 1
-		if prevErrAt == nil || now.Sub(*prevErrAt) > time.Duration(authLadderWindowMs)*time.Millisecond {
+		if st.AuthFailCount == 0 || st.LastAuthFailAt == nil ||
+			now.Sub(*st.LastAuthFailAt) > time.Duration(authLadderWindowMs)*time.Millisecond {
 			count = 1
 		}
 		st.AuthFailCount = count
+		at := now
+		st.LastAuthFailAt = &at
 		if count > ExpiredRetryMax {
 			st.LastError = scrubLastError(fmt.Sprintf("%d consecutive authentication failures; last: %s", count, st.LastError))
 			enterTerminal(&st, TerminalExpired, now)
@@ -456,6 +465,7 @@ func (c *Cooldowns) Apply(ctx context.Context, info ConnInfo, cls Classification
 	if !info.DisableCooling {
 		until := now.Add(time.Duration(cooldownMs) * time.Millisecond)
 		st.RateLimitedUntil = &until
+		st.CooldownReason = string(cls.Reason)
 		st.BackoffLevel = level
 		e.episodeAt = now
 	}
@@ -613,6 +623,7 @@ func enterTerminal(st *services.ConnectionState, status string, now time.Time) {
 	st.TerminalStatus = status
 	st.TerminalAt = &at
 	st.RateLimitedUntil = nil
+	st.CooldownReason = ""
 	st.BackoffLevel = 0
 }
 
@@ -622,8 +633,10 @@ func hasRoutingState(st services.ConnectionState) bool {
 
 func clearRoutingState(st *services.ConnectionState) {
 	st.RateLimitedUntil = nil
+	st.CooldownReason = ""
 	st.BackoffLevel = 0
 	st.AuthFailCount = 0
+	st.LastAuthFailAt = nil
 	st.RejectStreak = 0
 }
 
@@ -668,6 +681,7 @@ func cloneConnectionState(st services.ConnectionState) services.ConnectionState 
 	st.RateLimitedUntil = cloneTimePtr(st.RateLimitedUntil)
 	st.TerminalAt = cloneTimePtr(st.TerminalAt)
 	st.LastErrorAt = cloneTimePtr(st.LastErrorAt)
+	st.LastAuthFailAt = cloneTimePtr(st.LastAuthFailAt)
 	st.LastRejectAt = cloneTimePtr(st.LastRejectAt)
 	return st
 }
@@ -685,6 +699,7 @@ func connectionStateEqual(a, b services.ConnectionState) bool {
 		a.LastError == b.LastError && a.LastErrorReason == b.LastErrorReason &&
 		a.LastErrorStatus == b.LastErrorStatus && a.ErrorCode == b.ErrorCode &&
 		timePtrEqual(a.LastErrorAt, b.LastErrorAt) && a.AuthFailCount == b.AuthFailCount &&
+		timePtrEqual(a.LastAuthFailAt, b.LastAuthFailAt) && a.CooldownReason == b.CooldownReason &&
 		a.RejectStreak == b.RejectStreak && timePtrEqual(a.LastRejectAt, b.LastRejectAt) &&
 		a.TestStatus == b.TestStatus
 }

@@ -132,12 +132,14 @@ func EgressLockTriggered(cfg EgressLockConfig, provider string, cls Classificati
 //     current level, 120 000 ms).
 //
 // Deadlines are only ever extended; no level, counter or last_error* moves.
+// A deadline it sets or extends belongs to reason (the triggering failure's:
+// rate_limit or quota_exhausted), which decides its waitability (§9).
 // A disableCooling failing connection is not written; its siblings still
 // are. A sibling (same group, listed provider: the caller filters) is
 // skipped when terminal, disableCooling, or already cooling until that
 // deadline or later. Never terminal. It returns the ids of the siblings
 // whose deadline it set or extended.
-func (c *Cooldowns) ApplyEgressLock(ctx context.Context, failing ConnInfo, siblings []ConnInfo, hint time.Duration) []string {
+func (c *Cooldowns) ApplyEgressLock(ctx context.Context, failing ConnInfo, siblings []ConnInfo, hint time.Duration, reason Reason) []string {
 	now := c.now()
 	prof, cfg := c.profile(failing.Profile)
 	hint = clampHint(hint, cfg)
@@ -166,7 +168,7 @@ func (c *Cooldowns) ApplyEgressLock(ctx context.Context, failing ConnInfo, sibli
 		deadline = now.Add(max(time.Duration(backoffMs(prof.BaseCooldownMs, level, prof))*time.Millisecond, floor))
 	}
 	if !failing.DisableCooling {
-		c.extendDeadline(ctx, e, failing, old, deadline)
+		c.extendDeadline(ctx, e, failing, old, deadline, reason)
 	}
 	e.mu.Unlock()
 
@@ -179,7 +181,7 @@ func (c *Cooldowns) ApplyEgressLock(ctx context.Context, failing ConnInfo, sibli
 		seen[s.ID] = true
 		se := c.entry(s.ID)
 		se.mu.Lock()
-		if c.extendDeadline(ctx, se, s, se.snapshot(), deadline) {
+		if c.extendDeadline(ctx, se, s, se.snapshot(), deadline, reason) {
 			cooled = append(cooled, s.ID)
 		}
 		se.mu.Unlock()
@@ -188,9 +190,9 @@ func (c *Cooldowns) ApplyEgressLock(ctx context.Context, failing ConnInfo, sibli
 }
 
 // extendDeadline moves a non-terminal connection's deadline to deadline
-// when it ends earlier (or is unset), leaving everything else; it reports
-// whether it wrote. Called with e.mu held.
-func (c *Cooldowns) extendDeadline(ctx context.Context, e *cooldownEntry, info ConnInfo, old services.ConnectionState, deadline time.Time) bool {
+// (written by reason) when it ends earlier (or is unset), leaving
+// everything else; it reports whether it wrote. Called with e.mu held.
+func (c *Cooldowns) extendDeadline(ctx context.Context, e *cooldownEntry, info ConnInfo, old services.ConnectionState, deadline time.Time, reason Reason) bool {
 	if old.TerminalStatus != "" {
 		return false
 	}
@@ -203,6 +205,7 @@ func (c *Cooldowns) extendDeadline(ctx context.Context, e *cooldownEntry, info C
 	st := old
 	until := deadline
 	st.RateLimitedUntil = &until
+	st.CooldownReason = string(reason)
 	c.commit(ctx, e, info, old, st)
 	return true
 }

@@ -120,7 +120,7 @@ func (e *cdEnv) egressFail(providers []string, failing egressConn, all []egressC
 	if !resilience.EgressLockTriggered(cfg, failing.info.Provider, cls) {
 		return nil
 	}
-	return e.cd.ApplyEgressLock(e.ctx, failing.info, egressSiblings(failing, all, providers), cls.Hint)
+	return e.cd.ApplyEgressLock(e.ctx, failing.info, egressSiblings(failing, all, providers), cls.Hint, cls.Reason)
 }
 
 func TestEgressLockE1SameDirectEgress(t *testing.T) {

@@ -83,7 +83,7 @@ func (e *Engine) AllowProvider(provider string, profile Profile, connectionID st
 // ConnectionBlocker runs the connection-level gates that resilience owns:
 // terminal state, model lockout (§7), cooldown (§4). nil = eligible.
 func (e *Engine) ConnectionBlocker(provider, connectionID, model string) *Blocker {
-	terminal, lastReason := e.Cooldowns.Flags(connectionID)
+	terminal, coolReason := e.Cooldowns.Flags(connectionID)
 	if terminal != "" {
 		return &Blocker{Reason: terminal}
 	}
@@ -92,7 +92,9 @@ func (e *Engine) ConnectionBlocker(provider, connectionID, model string) *Blocke
 		return &Blocker{Reason: "model_lockout", RetryAfter: rec.Until.Sub(now), Waitable: Waitable(Reason(rec.Reason))}
 	}
 	if until, cooling := e.Cooldowns.Cooling(connectionID); cooling {
-		return &Blocker{Reason: "cooling", RetryAfter: until.Sub(now), Waitable: Waitable(Reason(lastReason))}
+		// Waitable by the reason that wrote the deadline (§9), not by the
+		// latest error, which a failure absorbed in the episode overwrote.
+		return &Blocker{Reason: "cooling", RetryAfter: until.Sub(now), Waitable: Waitable(Reason(coolReason))}
 	}
 	return nil
 }
@@ -192,7 +194,7 @@ func (e *Engine) Failure(ctx context.Context, adm Admission, conn ConnRef, f Fai
 			}
 		}
 		failing := ConnInfo{ID: conn.ID, Provider: conn.Provider, Profile: conn.Profile, DisableCooling: conn.DisableCooling}
-		if cooled := e.Cooldowns.ApplyEgressLock(ctx, failing, sib, cls.Hint); len(cooled) > 0 {
+		if cooled := e.Cooldowns.ApplyEgressLock(ctx, failing, sib, cls.Hint, cls.Reason); len(cooled) > 0 {
 			out.Effects = append(out.Effects, Effect{Kind: "egress_lock"})
 			if e.Hooks.EgressLock != nil {
 				e.Hooks.EgressLock(conn.Provider)

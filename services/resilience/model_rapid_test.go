@@ -96,7 +96,6 @@ type mdlBreaker struct {
 type mdlConn struct {
 	coolUntil  int64             // 0 = no deadline
 	coolReason resilience.Reason // the reason that wrote the deadline (§9 waitability)
-	lastReason resilience.Reason // last_error_reason (for the known divergence of TestRapidRegression_2)
 	level      int
 	terminal   string
 	authCount  int
@@ -127,14 +126,7 @@ type mdlAdmission struct {
 }
 
 type refModel struct {
-	set mdlSettings
-	// authWindowFromLastError mirrors a known divergence of the auth ladder
-	// while it is not fixed (see TestRapidRegression_1).
-	authWindowFromLastError bool
-	// waitableFromLastError mirrors the known divergence of
-	// TestRapidRegression_2 while it is not fixed.
-	waitableFromLastError bool
-
+	set      mdlSettings
 	now      int64
 	breakers map[string]*mdlBreaker
 	conns    map[string]*mdlConn
@@ -359,7 +351,7 @@ func (m *refModel) connFailure(id string, reason resilience.Reason, hintMs int64
 		return true // BD 4: never rewritten; not cooling, so a new breaker episode
 	}
 	prevErr, hadErr := c.lastErrAt, c.hasErr
-	c.lastErrAt, c.hasErr, c.lastReason = m.now, true, reason
+	c.lastErrAt, c.hasErr = m.now, true
 	if cooling {
 		// §4.2: an episode; only a later-ending hint extends the deadline.
 		if hintMs > 0 && m.now+hintMs > c.coolUntil {
@@ -378,14 +370,6 @@ func (m *refModel) connFailure(id string, reason resilience.Reason, hintMs int64
 		count := c.authCount + 1
 		if c.authCount == 0 || m.now-c.lastAuthAt > mdlDayMs {
 			count = 1
-		}
-		if m.authWindowFromLastError {
-			// Known divergence (TestRapidRegression_1): the implementation
-			// measures the 24 h from last_error_at, which every failure moves.
-			count = c.authCount + 1
-			if !hadErr || m.now-prevErr > mdlDayMs {
-				count = 1
-			}
 		}
 		c.authCount, c.lastAuthAt = count, m.now
 		if count > mdlExpiredMax {
@@ -938,11 +922,7 @@ func (sm *mdlMachine) Check(t *rapid.T) {
 			} else if locked {
 				want = &blocker{"model_lockout", time.Duration(until-now) * time.Millisecond, mdlWaitable(reason)}
 			} else if c.coolUntil > now {
-				reason := c.coolReason
-				if sm.ref.waitableFromLastError {
-					reason = c.lastReason
-				}
-				want = &blocker{"cooling", time.Duration(c.coolUntil-now) * time.Millisecond, mdlWaitable(reason)}
+				want = &blocker{"cooling", time.Duration(c.coolUntil-now) * time.Millisecond, mdlWaitable(c.coolReason)}
 			}
 			var got *blocker
 			if b := eng.ConnectionBlocker(sm.sys.provider[id], id, model); b != nil {
@@ -1006,16 +986,13 @@ func mdlFlags(t *testing.T) {
 	}
 }
 
-// mdlAuthLadderFollowsSpec replays the shrunk counter-example of
-// TestRapidRegression_1 on fresh state machines: a 401, 24 h + 1 ms of
-// silence, a 429, then a 401 once that cooldown ended. §4.3 restarts the auth
-// ladder at 1 because the previous auth failure is more than 24 h old
-// (120 s cooldown); the implementation measures from last_error_at, which
-// the 429 moved, and counts 2 (240 s).
-func mdlAuthLadderFollowsSpec(t *testing.T) (bool, services.ConnectionState) {
+// mdlRegressionSystem is a fresh engine on in-memory stores with one apikey
+// connection c0 of prov0, for replaying a shrunk counter-example. restart
+// rebuilds every state machine from its store, as a process restart does.
+func mdlRegressionSystem(t *testing.T) (sys *mdlSystem, fail func(mdlKind), restart func()) {
 	t.Helper()
 	t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
-	sys := &mdlSystem{clock: testkit.NewFakeClock(t0), t0: t0, doc: resilience.DefaultDocument(),
+	sys = &mdlSystem{clock: testkit.NewFakeClock(t0), t0: t0, doc: resilience.DefaultDocument(),
 		brStore: &mdlBreakerStore{rows: map[string]resilience.BreakerSnapshot{}}, cdStore: resilience.NewMemoryConnectionStateStore(),
 		loStore: resilience.NewMemoryLockoutStore(), provider: map[string]string{"c0": "prov0"}}
 	set := mdlSettings{failThr: 5, resetMs: 30_000, halfOpen: 1, maxMult: 1, cdBase: 3_000, cdSteps: 5, cdMax: 300_000,
@@ -1025,92 +1002,114 @@ func mdlAuthLadderFollowsSpec(t *testing.T) (bool, services.ConnectionState) {
 	}
 	ctx := context.Background()
 	conn := resilience.ConnRef{ID: "c0", Provider: "prov0", Profile: services.AuthAPIKey}
-	fail := func(k mdlKind) {
+	fail = func(k mdlKind) {
 		adm, _ := sys.engine.AllowProvider("prov0", services.AuthAPIKey, "")
 		sys.engine.Failure(ctx, adm, conn, sys.failureOf("c0", "m-a", k, 0), nil)
 	}
-	fail(kind401)
-	sys.clock.Advance(time.Duration(mdlDayMs+1) * time.Millisecond)
-	fail(kind429)
-	sys.clock.Advance(3 * time.Second)
-	fail(kind401)
-	st := sys.engine.Cooldowns.State("c0")
-	return st.AuthFailCount == 1 && st.RateLimitedUntil != nil && st.RateLimitedUntil.Equal(sys.clock.Now().Add(2*time.Minute)), st
+	restart = func() {
+		if err := sys.engine.Breakers.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := sys.build(set); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return sys, fail, restart
 }
 
 // TestRapidRegression_1 is the first counter-example rapid found: the auth
 // ladder's 24 h restart window (20-resilience §4.3, "restarting at 1 if the
-// previous one is > 24 h old") is measured from last_error_at instead of the
-// previous auth failure, so unrelated failures keep old 401s counting and
-// sparse 401s days apart can end in `expired`. It skips (naming the bug)
-// while the implementation still diverges and must pass once it is fixed.
+// previous one is > 24 h old") must be measured from the previous counted
+// auth failure (last_auth_fail_at), not from last_error_at, which unrelated
+// failures move; otherwise sparse 401s days apart end in `expired`. The
+// replay: a 401, 24 h + 1 ms of silence, a 429, then a 401 once that
+// cooldown ended → count 1 and a 120 s cooldown (not 2 and 240 s), with and
+// without a restart between the steps.
 func TestRapidRegression_1(t *testing.T) {
-	ok, st := mdlAuthLadderFollowsSpec(t)
-	if !ok {
-		t.Skipf("KNOWN BUG (services/resilience/cooldown.go Cooldowns.Apply, auth ladder): 401 at t=0, 429 at t=24h+1ms, "+
-			"401 at t=24h+3.001s gives auth_fail_count=%d cooling until %v; 20-resilience §4.3 wants count 1 and a 120 s cooldown",
-			st.AuthFailCount, st.RateLimitedUntil)
-	}
-}
+	for _, withRestart := range []bool{false, true} {
+		t.Run(fmt.Sprintf("restart=%v", withRestart), func(t *testing.T) {
+			sys, fail, restart := mdlRegressionSystem(t)
+			maybeRestart := func() {
+				if withRestart {
+					restart()
+				}
+			}
+			fail(kind401)
+			maybeRestart()
+			sys.clock.Advance(time.Duration(mdlDayMs+1) * time.Millisecond)
+			fail(kind429)
+			maybeRestart()
+			sys.clock.Advance(3 * time.Second)
+			fail(kind401)
+			maybeRestart()
+			st := sys.engine.Cooldowns.State("c0")
+			if st.AuthFailCount != 1 || st.RateLimitedUntil == nil || !st.RateLimitedUntil.Equal(sys.clock.Now().Add(2*time.Minute)) {
+				t.Fatalf("401 at t=0, 429 at t=24h+1ms, 401 at t=24h+3.001s: auth_fail_count=%d cooling until %v; "+
+					"20-resilience §4.3 wants count 1 and a 120 s cooldown", st.AuthFailCount, st.RateLimitedUntil)
+			}
 
-// mdlWaitabilityFollowsSpec replays the counter-example of
-// TestRapidRegression_2: a 401 cools the connection for 120 s (auth_error:
-// never waitable, §9), then a 429 lands inside that episode (absorbed, the
-// deadline stays). The running cooldown was written by auth_error, so it
-// must stay not waitable; the implementation judges by last_error_reason,
-// which the absorbed 429 changed to rate_limit.
-func mdlWaitabilityFollowsSpec(t *testing.T) (bool, *resilience.Blocker) {
-	t.Helper()
-	t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
-	sys := &mdlSystem{clock: testkit.NewFakeClock(t0), t0: t0, doc: resilience.DefaultDocument(),
-		brStore: &mdlBreakerStore{rows: map[string]resilience.BreakerSnapshot{}}, cdStore: resilience.NewMemoryConnectionStateStore(),
-		loStore: resilience.NewMemoryLockoutStore(), provider: map[string]string{"c0": "prov0"}}
-	set := mdlSettings{failThr: 5, resetMs: 30_000, halfOpen: 1, maxMult: 1, cdBase: 3_000, cdSteps: 5, cdMax: 300_000,
-		lockBase: 120_000, lockMax: 1_800_000, lockSteps: 10, lockExp: true}
-	if err := sys.build(set); err != nil {
-		t.Fatal(err)
+			// Within 24 h of the previous auth failure the ladder climbs,
+			// however many other failures came in between.
+			sys.clock.Advance(2*time.Minute + time.Second)
+			fail(kind429) // level 1: cools 6 s
+			maybeRestart()
+			sys.clock.Advance(7 * time.Second)
+			fail(kind401)
+			st = sys.engine.Cooldowns.State("c0")
+			if st.AuthFailCount != 2 || st.RateLimitedUntil == nil || !st.RateLimitedUntil.Equal(sys.clock.Now().Add(4*time.Minute)) {
+				t.Fatalf("second 401 within 24 h: auth_fail_count=%d cooling until %v; want count 2 and a 240 s cooldown",
+					st.AuthFailCount, st.RateLimitedUntil)
+			}
+		})
 	}
-	ctx := context.Background()
-	conn := resilience.ConnRef{ID: "c0", Provider: "prov0", Profile: services.AuthAPIKey}
-	for _, k := range []mdlKind{kind401, kind429} {
-		adm, _ := sys.engine.AllowProvider("prov0", services.AuthAPIKey, "")
-		sys.engine.Failure(ctx, adm, conn, sys.failureOf("c0", "m-a", k, 0), nil)
-	}
-	b := sys.engine.ConnectionBlocker("prov0", "c0", "m-a")
-	return b != nil && b.Reason == "cooling" && !b.Waitable, b
 }
 
 // TestRapidRegression_2 is the second counter-example: the waitability of a
 // connection cooldown (20-resilience §9: cooldowns written by rate_limit,
 // transient, server_error or model_capacity; never auth_error, forbidden,
-// quota …) is taken from last_error_reason, which failures absorbed during
-// the episode overwrite. A 120 s auth_error cooldown becomes waitable after
-// an absorbed 429 (a single-model request then sleeps and re-sends to
-// credentials that were just refused), and a rate_limit cooldown stops being
-// waitable after an absorbed 401. It skips (naming the bug) while the
-// implementation still diverges and must pass once it is fixed.
+// quota …) must come from the reason that wrote the deadline
+// (cooldown_reason), not from last_error_reason, which failures absorbed
+// during the episode overwrite. A 401 then a 429 at t=0: the 120 s cooldown
+// was written by auth_error and stays not waitable (else a single-model
+// request sleeps and re-sends to credentials that were just refused); a 429
+// then a 401: the rate_limit cooldown stays waitable. Both survive a restart.
 func TestRapidRegression_2(t *testing.T) {
-	if ok, b := mdlWaitabilityFollowsSpec(t); !ok {
-		t.Skipf("KNOWN BUG (services/resilience/engine.go Engine.ConnectionBlocker, Waitable from LastErrorReason): 401 then 429 at t=0 "+
-			"gives %+v; the 120 s cooldown was written by auth_error and must not be waitable (20-resilience §9)", b)
+	cases := []struct {
+		name     string
+		kinds    []mdlKind
+		waitable bool
+	}{
+		{"auth_error then absorbed 429", []mdlKind{kind401, kind429}, false},
+		{"rate_limit then absorbed 401", []mdlKind{kind429, kind401}, true},
+	}
+	for _, tc := range cases {
+		for _, withRestart := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/restart=%v", tc.name, withRestart), func(t *testing.T) {
+				sys, fail, restart := mdlRegressionSystem(t)
+				for _, k := range tc.kinds {
+					fail(k)
+				}
+				if withRestart {
+					restart()
+				}
+				b := sys.engine.ConnectionBlocker("prov0", "c0", "m-a")
+				if b == nil || b.Reason != "cooling" || b.Waitable != tc.waitable {
+					t.Fatalf("blocker %+v; want cooling with waitable=%v (20-resilience §9)", b, tc.waitable)
+				}
+				if st := sys.engine.Cooldowns.State("c0"); st.LastErrorReason == st.CooldownReason {
+					t.Errorf("last_error_reason %q and cooldown_reason %q should differ after the absorbed failure",
+						st.LastErrorReason, st.CooldownReason)
+				}
+			})
+		}
 	}
 }
 
 func TestRapidResilienceModel(t *testing.T) {
 	mdlFlags(t)
-	specAuth, _ := mdlAuthLadderFollowsSpec(t)
-	if !specAuth {
-		t.Log("the model mirrors the known auth-ladder divergence of TestRapidRegression_1")
-	}
-	specWait, _ := mdlWaitabilityFollowsSpec(t)
-	if !specWait {
-		t.Log("the model mirrors the known waitability divergence of TestRapidRegression_2")
-	}
 	t.Logf("rapid.checks=%s", flag.Lookup("rapid.checks").Value.String())
 	rapid.Check(t, func(rt *rapid.T) {
 		sm := newMdlMachine(rt)
-		sm.ref.authWindowFromLastError = !specAuth
-		sm.ref.waitableFromLastError = !specWait
 		rt.Repeat(rapid.StateMachineActions(sm))
 	})
 }
