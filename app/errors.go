@@ -9,10 +9,12 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"switchyard/handlers"
+	"switchyard/models"
 	"switchyard/services"
 )
 
@@ -26,6 +28,9 @@ func statusOf(err error, api bool) int {
 	var terr *services.ThrottledError
 	var gerr *services.GatewayError
 	switch {
+	case errors.Is(err, services.ErrUnavailable):
+		// First: a store that cannot answer is 503 whatever wrapped it.
+		return http.StatusServiceUnavailable
 	case errors.As(err, &gerr):
 		return gerr.Status
 	case errors.As(err, &rerr):
@@ -92,6 +97,9 @@ func apiCode(err error, status int) string {
 // publicMessage is what a caller may read: the error text for 4xx, a fixed
 // sentence for 5xx (never SQL, stacks or secrets).
 func publicMessage(err error, status int, requestID string) string {
+	if status == http.StatusServiceUnavailable && errors.Is(err, services.ErrUnavailable) {
+		return fmt.Sprintf("The database is busy or unavailable right now (request %s). Try again in a few seconds.", requestID)
+	}
 	if status >= 500 {
 		return fmt.Sprintf("Something went wrong (request %s). Details are in the server log.", requestID)
 	}
@@ -125,6 +133,7 @@ func errorHandler(log *slog.Logger, dash *handlers.Dashboard) echo.HTTPErrorHand
 		if c.Response().Committed {
 			return
 		}
+		err = failClosed(err)
 		path := c.Request().URL.Path
 		isAPI := strings.HasPrefix(path, "/api/") || path == "/api" || path == "/metrics"
 		status := statusOf(err, isAPI)
@@ -135,6 +144,10 @@ func errorHandler(log *slog.Logger, dash *handlers.Dashboard) echo.HTTPErrorHand
 		var terr *services.ThrottledError
 		if errors.As(err, &terr) {
 			c.Response().Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(terr)))
+		}
+		var uerr *services.UnavailableError
+		if errors.As(err, &uerr) {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(ceilSeconds(uerr.Wait())))
 		}
 		switch {
 		case strings.HasPrefix(path, "/v1/") || path == "/v1":
@@ -156,11 +169,29 @@ func errorHandler(log *slog.Logger, dash *handlers.Dashboard) echo.HTTPErrorHand
 }
 
 func retryAfterSeconds(t *services.ThrottledError) int {
-	s := int((t.RetryAfter.Milliseconds() + 999) / 1000)
+	return ceilSeconds(t.RetryAfter)
+}
+
+// ceilSeconds is a Retry-After value: whole seconds, rounded up, at least 1.
+func ceilSeconds(d time.Duration) int {
+	s := int((d.Milliseconds() + 999) / 1000)
 	if s < 1 {
 		s = 1
 	}
 	return s
+}
+
+// failClosed types a database that cannot answer (closed during shutdown,
+// locked or busy past busy_timeout) as services.UnavailableError, also when
+// the error reached here untranslated (a store or handler that returned the
+// driver's error as is), so it answers 503 with Retry-After instead of 500
+// (60-quality S16). Middleware never admits a request on such an error; it
+// returns it, and this decides the answer.
+func failClosed(err error) error {
+	if err == nil || errors.Is(err, services.ErrUnavailable) || !models.IsUnavailable(err) {
+		return err
+	}
+	return &services.UnavailableError{Err: err}
 }
 
 // dashboardError follows the status policy: htmx requests get an empty body

@@ -5,10 +5,12 @@ package models
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/glebarez/sqlite"
@@ -68,7 +70,9 @@ func Close(db *gorm.DB) error {
 }
 
 // translate maps driver and GORM errors onto the service sentinels.
-// It relies on gorm.Config{TranslateError: true}.
+// It relies on gorm.Config{TranslateError: true}. A database that cannot
+// answer now becomes a services.UnavailableError (503 with Retry-After),
+// never a 500 and never an empty answer.
 func translate(err error, op string) error {
 	switch {
 	case err == nil:
@@ -77,8 +81,41 @@ func translate(err error, op string) error {
 		err = services.ErrNotFound
 	case errors.Is(err, gorm.ErrDuplicatedKey):
 		err = services.ErrConflict
+	case IsUnavailable(err) && !errors.Is(err, services.ErrUnavailable):
+		return &services.UnavailableError{Op: op, Err: fmt.Errorf("models: %s: %w", op, err)}
 	}
 	return fmt.Errorf("models: %s: %w", op, err)
+}
+
+// SQLite primary result codes of a database that is in use elsewhere.
+const (
+	sqliteBusy   = 5 // SQLITE_BUSY: another connection holds the lock past busy_timeout
+	sqliteLocked = 6 // SQLITE_LOCKED: a conflicting lock on a table within this connection
+)
+
+// IsUnavailable reports whether err, from any store or a direct query, says
+// the database cannot answer now rather than that the request is wrong: the
+// pool was closed (shutdown), or SQLite stayed busy or locked past
+// busy_timeout. Such failures are transient for the caller. It is already
+// true for a translated services.UnavailableError.
+func IsUnavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, services.ErrUnavailable) || errors.Is(err, sql.ErrConnDone) {
+		return true
+	}
+	var coded interface{ Code() int }
+	if errors.As(err, &coded) {
+		switch coded.Code() & 0xff { // extended codes keep the primary code in the low byte
+		case sqliteBusy, sqliteLocked:
+			return true
+		}
+	}
+	// database/sql does not export its "database is closed" error.
+	msg := err.Error()
+	return strings.Contains(msg, "sql: database is closed") ||
+		strings.Contains(msg, "database is locked") || strings.Contains(msg, "database table is locked")
 }
 
 // Rows lists every row type, for the schema drift test.
