@@ -78,6 +78,10 @@ func (g *gatewaySettings) get() *derivedSettings {
 	if doc.Routing.MaxAttemptsPerRequest > 0 {
 		d.set.MaxAttempts = doc.Routing.MaxAttemptsPerRequest
 	}
+	if doc.Routing.RequestDeadlineMs > 0 {
+		d.set.RequestDeadline = ms(doc.Routing.RequestDeadlineMs)
+	}
+	d.set.DirectCombo = gateway.ComboDefaults(doc.Routing.ComboDefaults)
 	if doc.Routing.FallbackStrategy != "" {
 		d.set.FallbackStrategy = doc.Routing.FallbackStrategy
 	}

@@ -34,6 +34,9 @@ type result struct {
 	localErr   error // a Switchyard limiter refused (penalises nothing)
 	callerErr  error // the request cannot be translated for this upstream
 	watchdog   bool  // the throughput watchdog aborted the attempt
+	// latency is dispatch → first useful byte (stream) or → complete body
+	// (non-stream), for the dispatch metrics of 30-routing §8.1.
+	latency time.Duration
 }
 
 func resOK() result   { return result{ok: true} }

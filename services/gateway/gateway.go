@@ -31,6 +31,13 @@ type Settings struct {
 	FallbackStrategy  string        // routing.fallbackStrategy (account level)
 	StickyLimit       int           // routing.stickyRoundRobinLimit
 	ProviderStrategy  map[string]ProviderStrategy
+	// DirectCombo is the effective config of a direct request, the
+	// anonymous combo of 30-routing §3 (defaults ← routing.comboDefaults);
+	// combos overlay their own config on it.
+	DirectCombo ComboConfig
+	// RequestDeadline is routing.requestDeadlineMs: no dispatch starts
+	// later than this after receipt.
+	RequestDeadline time.Duration
 }
 
 // ProviderStrategy overrides the account strategy of one provider.
@@ -42,7 +49,8 @@ type ProviderStrategy struct {
 // DefaultSettings are the documented defaults.
 func DefaultSettings() Settings {
 	return Settings{KeepaliveIdle: 2 * time.Second, WriteTimeout: 30 * time.Second, TargetTimeout: 120 * time.Second,
-		StreamIdleTimeout: 120 * time.Second, MaxAttempts: 30, FallbackStrategy: "fill-first", StickyLimit: 3, DefaultMaxTokens: 4096}
+		StreamIdleTimeout: 120 * time.Second, MaxAttempts: 30, FallbackStrategy: "fill-first", StickyLimit: 3, DefaultMaxTokens: 4096,
+		DirectCombo: DefaultComboConfig(), RequestDeadline: 10 * time.Minute}
 }
 
 // LogSink receives one record per client request; it must not block.
@@ -66,6 +74,10 @@ type Gateway struct {
 
 	strategies map[string]routing.Strategy
 	routeState routing.State
+	stats      DispatchStats
+	// entrySlots is the combo entry queue of 30-routing §6.5, keyed by
+	// combo id and entry id.
+	entrySlots *traffic.Slots
 
 	watchdogCfg func() (WatchdogConfig, int)
 }
@@ -75,7 +87,7 @@ func New(clock services.Clock, reg *Registry, up *Upstream, sel *accounts.Select
 	if obs == nil {
 		obs = nopObserver{}
 	}
-	g := &Gateway{clock: clock, reg: reg, up: up, sel: sel, res: res, logs: logs, obs: obs}
+	g := &Gateway{clock: clock, reg: reg, up: up, sel: sel, res: res, logs: logs, obs: obs, entrySlots: traffic.NewSlots(nil)}
 	s := DefaultSettings()
 	g.settings.Store(&s)
 	return g
@@ -144,96 +156,10 @@ type target struct {
 	id       string // combo entry id, "" for direct
 	comboID  string // the combo whose strategy ordered this entry
 	prefConn string // strategy-preferred connection (lkgp)
+	prefPin  string // session preference record id (30-routing §6.4), "" = none
 }
 
 func (t target) name() string { return t.provider.ID + "/" + t.model }
-
-// expand lists the targets of a route in the order its combo strategy
-// picks (30-routing §10); nested combos run with their own strategy as one
-// step of the outer walk, depth-limited and cycle-safe.
-func (g *Gateway) expand(s *Snapshot, r Route, req *Request) []target {
-	if r.Combo == nil {
-		return []target{{provider: r.Provider, model: r.Model}}
-	}
-	maxDepth := 3
-	if v, ok := r.Combo.Config["maxComboDepth"].(float64); ok && v >= 1 {
-		maxDepth = int(v)
-	}
-	var out []target
-	var walk func(c *services.Combo, depth int, path map[string]bool)
-	walk = func(c *services.Combo, depth int, path map[string]bool) {
-		if depth > maxDepth || path[c.ID] {
-			return
-		}
-		path[c.ID] = true
-		defer delete(path, c.ID)
-		entries := make([]routing.Entry, 0, len(c.Targets))
-		for i, t := range c.Targets {
-			if !t.IsEnabled() {
-				continue
-			}
-			e := routing.Entry{Index: i, ID: t.ID, Provider: t.Provider, Model: t.Model, Weight: t.WeightValue(), Available: true}
-			if t.ConnectionID != nil {
-				e.ConnectionID = *t.ConnectionID
-			}
-			if t.Kind == services.KindCombo {
-				inner, ok := s.ComboByID(t.ComboID)
-				e.ComboRef = t.ComboID
-				e.Available = ok && inner.Enabled
-			} else {
-				e.Available = g.entryAvailable(s, t.Provider)
-			}
-			entries = append(entries, e)
-		}
-		strat, _ := routing.Lookup(g.strategies, c.Strategy)
-		rq := routing.Request{ComboID: c.ID, Now: g.clock.Now(), StickyRoundRobinLimit: intCfg(c.Config, "stickyRoundRobinLimit", 1),
-			StickyWeightedLimit: intCfg(c.Config, "stickyWeightedLimit", 1), Stats: routing.StatsMap{}}
-		ordered := strat.Order(rq, entries)
-		pref, _ := strat.(routing.ConnectionPreferrer)
-		for _, e := range ordered {
-			if e.ComboRef != "" {
-				if inner, ok := s.ComboByID(e.ComboRef); ok && inner.Enabled {
-					walk(inner, depth+1, path)
-				}
-				continue
-			}
-			p, ok := s.Catalogue.Get(e.Provider)
-			if !ok {
-				continue
-			}
-			tg := target{provider: p, model: e.Model, id: e.ID, connID: e.ConnectionID, comboID: c.ID}
-			if pref != nil {
-				if id, ok := pref.PreferredConnection(c.ID, e.ID); ok {
-					tg.prefConn = id
-				}
-			}
-			out = append(out, tg)
-		}
-	}
-	walk(r.Combo, 1, map[string]bool{})
-	return out
-}
-
-// entryAvailable is the availability snapshot strategies order on: the
-// provider's breaker is not open and it has an enabled connection.
-func (g *Gateway) entryAvailable(s *Snapshot, provider string) bool {
-	if g.res != nil && g.res.Breakers.Status(provider).State == resilience.BreakerOpen {
-		return false
-	}
-	for _, c := range s.Connections(provider) {
-		if c.Enabled {
-			return true
-		}
-	}
-	return false
-}
-
-func intCfg(cfg map[string]any, key string, def int) int {
-	if v, ok := cfg[key].(float64); ok && v >= 1 {
-		return int(v)
-	}
-	return def
-}
 
 // SetStrategies installs the combo strategies and their shared state.
 func (g *Gateway) SetStrategies(reg map[string]routing.Strategy, state routing.State) {
@@ -277,6 +203,37 @@ type attemptState struct {
 	onlyLocal     bool  // every failure so far was a local limit
 	localErr      error // the last local limiter error
 	log           *LogRecord
+	cfg           ComboConfig // effective config of the routed combo (§3)
+	deadline      time.Time   // routing.requestDeadlineMs after receipt
+	terminal      string      // attempt_cap or deadline once the budget is spent
+	// retryable lists, in walk order, the targets that failed with
+	// model_capacity, server_error or transient in this pass (§6.3);
+	// connReason is the reason of each connection's last failure here.
+	retryable  []target
+	connReason map[string]resilience.Reason
+}
+
+// retryReason reports the failures a retry pass may try again (§6.3).
+func retryReason(r resilience.Reason) bool {
+	switch r {
+	case resilience.ReasonModelCapacity, resilience.ReasonServerError, resilience.ReasonTransient:
+		return true
+	}
+	return false
+}
+
+// budgetSpent reports whether no new dispatch may start (§4): the attempt
+// cap or the request deadline is reached. It records which.
+func (st *attemptState) budgetSpent(now time.Time, set *Settings) bool {
+	switch {
+	case st.attempts >= set.MaxAttempts:
+		st.terminal = "attempt_cap"
+	case !st.deadline.IsZero() && !now.Before(st.deadline):
+		st.terminal = "deadline"
+	default:
+		return false
+	}
+	return true
 }
 
 // noteWaitable records a blocker a cooldown-aware wait may sleep out.
@@ -324,7 +281,15 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, req *Request) {
 	snap := g.reg.Snapshot()
 	rec := newLogRecord(req)
 	st := &attemptState{excluded: map[string]bool{}, failedProv: map[string]bool{}, skipModel: map[string]bool{},
-		timers: map[string]bool{}, log: rec, onlyLocal: true}
+		timers: map[string]bool{}, log: rec, onlyLocal: true, connReason: map[string]resilience.Reason{},
+		cfg: comboConfig(set, req.Route.Combo)}
+	if set.RequestDeadline > 0 {
+		received := req.Received
+		if received.IsZero() {
+			received = g.clock.Now()
+		}
+		st.deadline = received.Add(set.RequestDeadline)
+	}
 	out := newClientWriter(w, r, req, set)
 	defer func() {
 		rec.finish(g.clock.Now(), out)
@@ -332,6 +297,11 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, req *Request) {
 			g.logs.Record(rec)
 		}
 	}()
+	if st.cfg.TargetTimeout > 0 && st.cfg.TargetTimeout != set.TargetTimeout {
+		one := *set // the combo's targetTimeoutMs (30-routing §3)
+		one.TargetTimeout = st.cfg.TargetTimeout
+		set = &one
+	}
 	if req.Route.Combo != nil {
 		w.Header().Set("X-Switchyard-Combo", req.Route.Combo.Name)
 		rec.ComboName = req.Route.Combo.Name
@@ -343,6 +313,9 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, req *Request) {
 			return
 		}
 		if out.gone() {
+			return
+		}
+		if g.retryPasses(r, out, req, st, set) {
 			return
 		}
 		d, ok := g.waitDecision(req, st, waits, &budget)
@@ -367,15 +340,57 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, req *Request) {
 
 // route walks the target set once; it reports whether the request is over.
 func (g *Gateway) route(r *http.Request, out *clientWriter, snap *Snapshot, req *Request, st *attemptState, set *Settings) bool {
-	targets := g.expand(snap, req.Route, req)
-	for _, t := range targets {
+	return g.walk(r, out, snap, g.expandFor(snap, req.Route, req, set, st), req, st, set)
+}
+
+// walk is one pass over an ordered target list (30-routing §6.1): the
+// entry queue, then the target's connection loop; it reports whether the
+// request is over. Targets that failed transiently are collected for the
+// retry passes.
+func (g *Gateway) walk(r *http.Request, out *clientWriter, snap *Snapshot, targets []target, req *Request, st *attemptState, set *Settings) bool {
+	ctx := withBeta(r.Context(), req.AnthropicBeta)
+	var deferred []target // saturated entries, moved to the end once (§6.5)
+	for i := 0; i < len(targets)+len(deferred); i++ {
+		var t target
+		last := false
+		if i < len(targets) {
+			t = targets[i]
+			last = i == len(targets)-1 && len(deferred) == 0
+		} else {
+			t, last = deferred[i-len(targets)], true
+		}
 		if st.skipModel[t.model] {
 			st.exclude(t, "", "failed", "same model failed with a caller error", 0)
 			continue
 		}
-		dispatched, lastReason, stop := g.walkTarget(withBeta(r.Context(), req.AnthropicBeta), out, snap, t, req, st, set)
+		release := func() {}
+		if n := st.cfg.QueueConcurrency; n > 0 && t.comboID != "" {
+			key := entryKey(t)
+			if i < len(targets) && !last && g.entrySlots.Busy(key, n) {
+				deferred = append(deferred, t)
+				st.exclude(t, "", "target_saturated", "", 0)
+				g.obs.Excluded("target_saturated")
+				continue
+			}
+			rel, failOpen, err := g.entrySlots.AcquireWith(ctx, key, n, entrySlotConfig(st.cfg))
+			if err != nil {
+				return true // the client left while queued
+			}
+			if failOpen {
+				g.obs.Excluded("target_saturated_fail_open")
+			}
+			release = rel
+		}
+		dispatched, lastReason, stop := g.walkTarget(ctx, out, snap, t, req, st, set)
+		release()
 		if stop {
 			return true
+		}
+		if dispatched && lastReason != "" {
+			g.rememberSession(ctx, t, req, false)
+			if retryReason(lastReason) && !st.hasRetryable(t) {
+				st.retryable = append(st.retryable, t)
+			}
 		}
 		if dispatched && t.comboID != "" && lastReason != "" && g.routeState != nil && lastReason != resilience.ReasonClientAbort {
 			g.routeState.OnFailure(t.comboID, t.id)
@@ -383,6 +398,74 @@ func (g *Gateway) route(r *http.Request, out *clientWriter, snap *Snapshot, req 
 		if dispatched && req.Route.Combo != nil && lastReason != "" {
 			g.res.FinalTargetFailure(t.provider.ID, t.provider.AuthClass, t.connID, lastReason,
 				lastReason == resilience.ReasonServerError && t.provider.PerModelQuota && st.lastRes.status == 500)
+		}
+		if st.terminal != "" {
+			return false
+		}
+	}
+	return false
+}
+
+func (st *attemptState) hasRetryable(t target) bool {
+	for _, r := range st.retryable {
+		if r.id == t.id && r.provider.ID == t.provider.ID && r.model == t.model && r.connID == t.connID {
+			return true
+		}
+	}
+	return false
+}
+
+// retryPasses runs the retry passes of 30-routing §6.3 after a pass without
+// success: up to maxRetries times, wait retryDelayMs (a client leaving ends
+// the request) and walk again only the targets that failed with
+// model_capacity, server_error or transient, in their original order, with
+// the failed gate lifted for connections whose last failure here was one of
+// those. It reports whether the request is over.
+func (g *Gateway) retryPasses(r *http.Request, out *clientWriter, req *Request, st *attemptState, set *Settings) bool {
+	for pass := 0; pass < st.cfg.MaxRetries && len(st.retryable) > 0 && st.terminal == ""; pass++ {
+		if st.last != nil && (st.last.Reason == resilience.ReasonCallerError || st.last.Reason == resilience.ReasonClientAbort) {
+			return false
+		}
+		targets := st.retryable
+		st.retryable = nil
+		if !g.retryUseful(g.reg.Snapshot(), targets, req, st) {
+			return false
+		}
+		if st.cfg.RetryDelay > 0 && !g.waitOut(r.Context(), out, req, st.cfg.RetryDelay) {
+			return true
+		}
+		if budgetLeft := !st.budgetSpent(g.clock.Now(), set); !budgetLeft {
+			return false
+		}
+		for id, reason := range st.connReason {
+			if retryReason(reason) {
+				delete(st.excluded, id)
+			}
+		}
+		if g.walk(r, out, g.reg.Snapshot(), targets, req, st, set) || out.gone() {
+			return true
+		}
+	}
+	return false
+}
+
+// retryUseful reports whether some connection of the targets could serve
+// after the retry delay: one that failed transiently here, or was never
+// tried, and whose blocker (if any) ends within the delay. A pass that can
+// only meet cooling connections is skipped instead of waited for.
+func (g *Gateway) retryUseful(s *Snapshot, targets []target, req *Request, st *attemptState) bool {
+	for _, t := range targets {
+		for _, c := range s.Connections(t.provider.ID) {
+			if !c.Enabled || (t.connID != "" && c.ID != t.connID) || !req.Key.AllowsConnection(c.ID) {
+				continue
+			}
+			if st.excluded[c.ID] && !retryReason(st.connReason[c.ID]) {
+				continue
+			}
+			b := g.res.ConnectionBlocker(t.provider.ID, c.ID, t.model)
+			if b == nil || (b.RetryAfter > 0 && b.RetryAfter <= st.cfg.RetryDelay) {
+				return true
+			}
 		}
 	}
 	return false
@@ -488,8 +571,8 @@ func (g *Gateway) walkTarget(ctx context.Context, out *clientWriter, s *Snapshot
 	var retryConn *services.Connection
 	earlyRetries := 0
 	for {
-		if st.attempts >= set.MaxAttempts {
-			st.exclude(t, "", "attempt_cap", "", 0)
+		if st.budgetSpent(g.clock.Now(), set) {
+			st.exclude(t, "", st.terminal, "", 0)
 			return dispatched, lastReason, false
 		}
 		adm, blk := g.res.AllowProvider(t.provider.ID, t.provider.AuthClass, t.connID)
@@ -527,6 +610,8 @@ func (g *Gateway) walkTarget(ctx context.Context, out *clientWriter, s *Snapshot
 		res := g.dispatch(ctx, out, t, conn, req, st, set)
 		switch {
 		case res.ok:
+			g.stats.Record(t.provider.ID, t.model, conn.ID, true, res.latency)
+			g.rememberSession(ctx, t, req, true)
 			g.res.Success(ctx, adm, conn.ID, t.model)
 			g.tools.Succeeded(ctx, t.provider.ID, t.model, req.ToolCount)
 			if t.comboID != "" && g.routeState != nil {
@@ -586,6 +671,8 @@ func (g *Gateway) walkTarget(ctx context.Context, out *clientWriter, s *Snapshot
 				Detail: "throughput_too_low", Failover: resilience.FailoverNext}}
 			st.lastRes = res
 			st.excluded[conn.ID] = true
+			st.connReason[conn.ID] = resilience.ReasonTransient
+			g.stats.Record(t.provider.ID, t.model, conn.ID, false, 0)
 			st.onlyLocal = false
 			lastReason = resilience.ReasonTransient
 			if res.postCommit {
@@ -606,6 +693,10 @@ func (g *Gateway) walkTarget(ctx context.Context, out *clientWriter, s *Snapshot
 		st.last, st.lastRes = &outc, res
 		st.failedProv[t.provider.ID] = true
 		st.excluded[conn.ID] = true
+		st.connReason[conn.ID] = outc.Reason
+		if recordable(outc.Reason) {
+			g.stats.Record(t.provider.ID, t.model, conn.ID, false, 0)
+		}
 		lastReason = outc.Reason
 		if outc.Reason != resilience.ReasonLocalLimit {
 			st.onlyLocal = false
@@ -802,7 +893,7 @@ func (g *Gateway) dispatch(ctx context.Context, out *clientWriter, t target, c *
 	st.log.UpstreamFormat = string(t.provider.Format)
 	st.warnings = warns
 	st.attempts++
-	start := g.clock.Now()
+	start, wallStart := g.clock.Now(), time.Now()
 	rt := g.reg.Runtime(c.ID)
 	rt.lastUsedMs.Store(start.UnixMilli())
 	rt.inFlight.Add(1)
@@ -855,6 +946,7 @@ func (g *Gateway) dispatch(ctx context.Context, out *clientWriter, t target, c *
 	}
 	at.finish(g.clock.Now(), res)
 	if res.ok {
+		res.latency = out.firstByteSince(wallStart)
 		rt.successes.Add(1)
 		st.log.served(t, c, st.attempts)
 		if d := out.ttfb(); d > 0 {
@@ -967,6 +1059,9 @@ func (g *Gateway) finalError(req *Request, st *attemptState) *services.GatewayEr
 	e := g.answerFor(req, st)
 	ms := int64(e.RetryAfter) * 1000
 	d := Diagnostics{PoolSize: len(st.diag) + st.attempts, Attempted: st.attempts, TerminalReason: e.Code, Excluded: st.diag}
+	if st.terminal != "" {
+		d.TerminalReason = st.terminal // attempt_cap or deadline (30-routing §4)
+	}
 	if st.timerWait > 0 {
 		ms = st.timerWait.Milliseconds()
 		d.RetryAfterMs = &ms

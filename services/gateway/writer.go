@@ -218,6 +218,19 @@ func (o *clientWriter) ttfb() time.Duration {
 	return o.firstByte.Sub(o.startedAt)
 }
 
+// firstByteSince is the time from since to the first useful byte, or to
+// now when none was written yet (a non-stream body completes before it is
+// written).
+func (o *clientWriter) firstByteSince(since time.Time) time.Duration {
+	o.mu.Lock()
+	fb := o.firstByte
+	o.mu.Unlock()
+	if fb.IsZero() || fb.Before(since) {
+		return time.Since(since)
+	}
+	return fb.Sub(since)
+}
+
 // writeJSON writes a complete non-stream success.
 func (o *clientWriter) writeJSON(b []byte, warning string) bool {
 	o.mu.Lock()

@@ -70,6 +70,11 @@ type Request struct {
 	// Context returns the context window in tokens of (provider, model)
 	// (§8.2); nil or ok = false means unknown.
 	Context func(provider, model string) (tokens int, ok bool)
+	// InFlight returns the dispatches in progress on a connection and
+	// MaxConcurrent its max_concurrent (0 = no cap); quota-share (§10.20)
+	// reads them. nil means 0.
+	InFlight      func(connectionID string) int
+	MaxConcurrent func(connectionID string) int
 }
 
 // DefaultMaxOutputTokens is added to the prompt estimate when the request
@@ -214,6 +219,7 @@ func NewRegistry(rng *rand.Rand, state *MemoryState) map[string]Strategy {
 		&LKGP{state: state},
 		ContextOptimized{},
 		CacheOptimized{},
+		&QuotaShare{},
 	}
 	reg := make(map[string]Strategy, len(list))
 	for _, s := range list {

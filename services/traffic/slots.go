@@ -143,13 +143,31 @@ func NewSlots(cfg func() SlotConfig) *Slots {
 // end, response end, abort). It is idempotent, so a caller may defer it and
 // also call it early; it is a no-op when no slot was taken.
 func (s *Slots) Acquire(ctx context.Context, connectionID string, limit int) (release func(), failOpen bool, err error) {
+	return s.AcquireWith(ctx, connectionID, limit, s.cfg())
+}
+
+// Busy reports whether an Acquire of key would have to wait now: limit
+// slots are taken or others already wait. It takes nothing.
+func (s *Slots) Busy(key string, limit int) bool {
+	if limit <= 0 {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.gates[key]
+	return g != nil && (g.inFlight >= limit || g.waiters.Len() > 0)
+}
+
+// AcquireWith is Acquire with the queue settings of this call instead of
+// the live ones: the combo entry queue (30-routing §6.5) reuses the gate
+// with each combo's queue.depth and queue.timeoutMs, always fail-open.
+func (s *Slots) AcquireWith(ctx context.Context, connectionID string, limit int, cfg SlotConfig) (release func(), failOpen bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return noRelease, false, err
 	}
 	if limit <= 0 {
 		return noRelease, false, nil
 	}
-	cfg := s.cfg()
 	if !cfg.Enabled {
 		return noRelease, false, nil
 	}
