@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"switchyard/models"
 	"switchyard/services"
 	"switchyard/services/accounts"
 	"switchyard/services/gateway"
@@ -30,16 +31,28 @@ func (s *Server) wireGateway(ctx context.Context, seed uint64) error {
 	if err != nil {
 		return err
 	}
+	var routeState *routing.MemoryState
 	reload := func() {
+		before := reg.Snapshot()
 		if err := reg.Reload(context.Background()); err != nil {
 			s.log.Error("reload routing snapshot", "err", err)
+			return
+		}
+		// A deleted combo's routing state (its LKGP record included) goes with it.
+		after := reg.Snapshot()
+		for _, c := range before.Combos() {
+			if _, ok := after.ComboByID(c.ID); !ok && routeState != nil {
+				routeState.Forget(c.ID)
+				s.gateway.ForgetCombo(c.ID)
+			}
 		}
 	}
 	s.conns.OnChange(reload)
 	s.combos.OnChange(reload)
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	s.gateway = gateway.New(s.clock, reg, gateway.NewUpstream(s.egress, Version), accounts.NewSelector(rng), s.resilience, s.logSink, s.metrics)
-	routeState, err := routing.NewMemoryState(ctx, routing.StateOptions{Now: s.clock.Now})
+	routeState, err = routing.NewMemoryState(ctx, routing.StateOptions{Now: s.clock.Now, LKGP: models.NewLKGPStore(s.db),
+		OnStoreError: func(err error) { s.log.Error("save last-known-good record", "err", err) }})
 	if err != nil {
 		return err
 	}

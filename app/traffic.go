@@ -54,6 +54,7 @@ func (s *Server) wireTraffic(ctx context.Context) error {
 		_, _ = s.pins.DropConnection(ctx, id)
 		_ = s.resilience.Lockouts.ForgetConnection(ctx, id)
 		s.resilience.Cooldowns.Forget(id)
+		s.gateway.ForgetConnection(id)
 	})
 	tools, err := gateway.NewToolLimits(ctx, s.clock, models.NewToolLimitStore(s.db))
 	if err != nil {

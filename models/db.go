@@ -122,7 +122,8 @@ func IsUnavailable(err error) bool {
 func Rows() []any {
 	return []any{&customProviderRow{}, &connectionRow{}, &comboRow{}, &apiKeyRow{}, &settingRow{},
 		&adminCredentialRow{}, &adminSessionRow{}, &BreakerRow{}, &ModelLockoutRow{}, &AffinityPinRow{},
-		&LeaseRow{}, &LearnedRateLimitRow{}, &LearnedToolLimitRow{}, &QuotaWindowRow{}, &RequestLogRow{}}
+		&LeaseRow{}, &LearnedRateLimitRow{}, &LearnedToolLimitRow{}, &QuotaWindowRow{}, &RequestLogRow{},
+		&ComboLKGPRow{}}
 }
 
 func ms(t *time.Time) *int64 {

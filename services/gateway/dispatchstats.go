@@ -190,3 +190,17 @@ func (g *Gateway) connIDs(s *Snapshot, provider, pinned string) []string {
 func (g *Gateway) TargetStats(provider, model, connID string) TargetStats {
 	return g.stats.Merge(provider, model, g.connIDs(g.reg.Snapshot(), provider, connID))
 }
+
+// ForgetCombo drops the per-combo state strategies keep outside the shared
+// routing state (quota-share deficits, rotation counters) for a deleted
+// combo.
+func (g *Gateway) ForgetCombo(comboID string) {
+	for _, s := range g.strategies {
+		if f, ok := s.(interface{ Forget(comboID string) }); ok {
+			f.Forget(comboID)
+		}
+	}
+}
+
+// ForgetConnection drops the dispatch metrics of a deleted connection.
+func (g *Gateway) ForgetConnection(connID string) { g.stats.Forget(connID) }
