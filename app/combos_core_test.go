@@ -210,3 +210,23 @@ func TestDispatchMetricsRecordOutcomes(t *testing.T) {
 		t.Fatalf("stats = %+v (rate %v)", ts, ts.SuccessRate)
 	}
 }
+
+// cost-optimized and context-optimized read the built-in model table:
+// the cheapest model first, and the largest window that fits first.
+func TestComboCostAndContextOrderFromModelTable(t *testing.T) {
+	f := newGW(t, "fk-a")
+	f.app.AddConnection(services.ConnectionInput{Provider: services.Some("openai"), Name: services.Some("oai"),
+		APIKey: services.Some("fk-o"), BaseURL: services.Some(f.fu.URL() + "/v1")})
+	mkCombo(t, f, services.ComboInput{Name: "cheap", Strategy: "cost-optimized",
+		Targets: []services.Target{{Provider: "openai", Model: "gpt-4o"}, {Provider: "fake", Model: "m1"}, {Provider: "openai", Model: "gpt-4o-mini"}}})
+	mkCombo(t, f, services.ComboInput{Name: "roomy", Strategy: "context-optimized",
+		Targets: []services.Target{{Provider: "openai", Model: "gpt-4o"}, {Provider: "fake", Model: "m1"}, {Provider: "openai", Model: "gpt-4.1"}}})
+	for _, tc := range []struct{ combo, want string }{{"cheap", "gpt-4o-mini"}, {"roomy", "gpt-4.1"}} {
+		f.fu.Reset()
+		resp, b := postKey(t, f.url+"/v1/chat/completions", f.key, comboBody(tc.combo))
+		hits := f.fu.HitsFor("fk-o")
+		if resp.StatusCode != 200 || len(hits) != 1 || hits[0].Model != tc.want {
+			t.Fatalf("%s: %d %s, hits %+v, want model %s", tc.combo, resp.StatusCode, b, hits, tc.want)
+		}
+	}
+}

@@ -80,6 +80,10 @@ func (g *Gateway) expandFor(s *Snapshot, r Route, req *Request, set *Settings, s
 			rq.Stats = es
 		case "cache-optimized":
 			rq.CacheKey = routing.CacheAffinityKey(promptCacheKey(req), req.SessionKey, cachePrefix(req), cfg.CacheMinPrefixBytes)
+		case "cost-optimized", "context-optimized":
+			rq.Prices, rq.Context = modelPrice, modelContext
+			rq.PromptTokens = routing.EstimateTokens(promptBytes(req))
+			rq.MaxOutputTokens = maxOutputTokens(req)
 		case "quota-share":
 			rq.InFlight = func(connID string) int { return g.reg.Runtime(connID).InFlight() }
 			rq.MaxConcurrent = func(connID string) int {
@@ -298,4 +302,71 @@ func entryKey(t target) string { return t.comboID + "\x00" + t.id }
 // entrySlotConfig is the entry queue of one combo: always fail-open.
 func entrySlotConfig(cfg ComboConfig) traffic.SlotConfig {
 	return traffic.SlotConfig{Enabled: true, QueueDepth: cfg.QueueDepth, SlotWaitMs: cfg.QueueTimeout.Milliseconds(), FailOpen: true}
+}
+
+// modelPrice and modelContext read the built-in model table (§8.2).
+func modelPrice(provider, model string) (routing.Price, bool) {
+	m, ok := services.LookupModelMeta(provider, model)
+	if !ok || (m.InputPerMTok == 0 && m.OutputPerMTok == 0) {
+		return routing.Price{}, false
+	}
+	return routing.Price{InputPerMTok: m.InputPerMTok, OutputPerMTok: m.OutputPerMTok}, true
+}
+
+func modelContext(provider, model string) (int, bool) {
+	m, ok := services.LookupModelMeta(provider, model)
+	return m.ContextTokens, ok && m.ContextTokens > 0
+}
+
+// promptBytes is B of 30-routing §10.16: the UTF-8 bytes of every string in
+// the system prompt, the messages (text parts, tool-call arguments, tool
+// results) and the Responses input and instructions, plus the JSON of tools.
+func promptBytes(req *Request) int {
+	n := len(req.Body["tools"])
+	for _, field := range []string{"system", "messages", "input", "instructions"} {
+		raw, ok := req.Body[field]
+		if !ok {
+			continue
+		}
+		var v any
+		if json.Unmarshal(raw, &v) == nil {
+			n += stringBytes(v)
+		}
+	}
+	return n
+}
+
+func stringBytes(v any) int {
+	switch x := v.(type) {
+	case string:
+		return len(x)
+	case []any:
+		n := 0
+		for _, e := range x {
+			n += stringBytes(e)
+		}
+		return n
+	case map[string]any:
+		n := 0
+		for k, e := range x {
+			if k == "role" || k == "type" || k == "id" || k == "tool_call_id" || k == "name" {
+				continue // structure, not text
+			}
+			n += stringBytes(e)
+		}
+		return n
+	}
+	return 0
+}
+
+// maxOutputTokens is max_tokens ?? max_completion_tokens ?? max_output_tokens,
+// 0 when the request sets none.
+func maxOutputTokens(req *Request) int {
+	for _, f := range []string{"max_tokens", "max_completion_tokens", "max_output_tokens"} {
+		var n int
+		if raw, ok := req.Body[f]; ok && json.Unmarshal(raw, &n) == nil && n > 0 {
+			return n
+		}
+	}
+	return 0
 }
