@@ -230,3 +230,36 @@ func TestComboCostAndContextOrderFromModelTable(t *testing.T) {
 		}
 	}
 }
+
+// With comboCooldownWait off, a combo whose two targets both cool after a
+// 429 with Retry-After 2 s answers 503 all_targets_cooling_down with
+// Retry-After 2 and both targets in diagnostics, without an upstream hit.
+func TestComboAllTargetsCoolingDownDiagnostics(t *testing.T) {
+	f := twoProviders(t)
+	mkCombo(t, f, services.ComboInput{Name: "w", Targets: []services.Target{{Provider: "fake", Model: "m1"}, {Provider: "fakeb", Model: "m2"}}})
+	f.fu.Script("fk-a", fakeupstream.Step{Status: 429, RetryAfter: "2"})
+	f.fu.Script("fk-b", fakeupstream.Step{Status: 429, RetryAfter: "2"})
+	if resp, b := postKey(t, f.url+"/v1/chat/completions", f.key, comboBody("w")); resp.StatusCode != 429 {
+		t.Fatalf("first: %d %s", resp.StatusCode, b)
+	}
+	f.fu.Reset()
+	resp, b := postKey(t, f.url+"/v1/chat/completions", f.key, comboBody("w"))
+	var e struct {
+		Diagnostics struct {
+			Excluded []struct {
+				Target, Reason string
+				RetryAfterMs   *int64
+			}
+		}
+	}
+	_ = json.Unmarshal(b, &e)
+	if resp.StatusCode != 503 || !strings.Contains(string(b), "all_targets_cooling_down") || resp.Header.Get("Retry-After") != "2" ||
+		len(e.Diagnostics.Excluded) != 2 || len(f.fu.Hits()) != 0 {
+		t.Fatalf("cooling: %d Retry-After %q %s, hits %d", resp.StatusCode, resp.Header.Get("Retry-After"), b, len(f.fu.Hits()))
+	}
+	for _, x := range e.Diagnostics.Excluded {
+		if x.RetryAfterMs == nil || *x.RetryAfterMs != 2000 {
+			t.Fatalf("exclusion %+v, want retryAfterMs 2000", x)
+		}
+	}
+}
