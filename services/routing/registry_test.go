@@ -16,7 +16,7 @@ func TestRegistryNamesAndDescriptions(t *testing.T) {
 	want := []string{
 		NamePriority, NameWeighted, NameRoundRobin, NameFillFirst, NameP2C, NameRandom,
 		NameStrictRandom, NameLeastUsed, NameCostOptimized, NameLKGP, NameContextOptimized,
-		NameCacheOptimized, NameQuotaShare,
+		NameCacheOptimized, NameQuotaShare, NameResetAware, NameResetWindow, NameHeadroom, NameAuto,
 	}
 	if len(reg) != len(want) {
 		t.Fatalf("registry has %d strategies, want %d", len(reg), len(want))
@@ -51,7 +51,7 @@ func TestLookupFallsBackToPriority(t *testing.T) {
 		{"context", "context-optimized", true},
 		{"", "priority", false},
 		{"no-such-strategy", "priority", false},
-		{"weekly-reset", "priority", false}, // reset-window: known, not in this registry
+		{"weekly-reset", "reset-window", true},
 		{"fusion", "priority", false},
 	} {
 		s, ok := Lookup(reg, tc.in)

@@ -46,8 +46,8 @@ func (e Entry) IsRef() bool { return e.ComboRef != "" }
 type Request struct {
 	// ComboID keys the per-combo state (tickets, decks, counters, LKGP).
 	ComboID string
-	// Now is the request's clock reading (reserved for time-based
-	// strategies; the ones in this package do not read it).
+	// Now is the request's clock reading (the quota strategies compare
+	// window resets with it).
 	Now time.Time
 	// PromptTokens is the prompt estimate of §10.16, ⌈bytes/4⌉ (see
 	// EstimateTokens); MaxOutputTokens is max_tokens ?? max_completion_tokens
@@ -75,6 +75,31 @@ type Request struct {
 	// reads them. nil means 0.
 	InFlight      func(connectionID string) int
 	MaxConcurrent func(connectionID string) int
+
+	// The fields below feed the candidate-level strategies reset-aware,
+	// reset-window, headroom and auto; every one is optional.
+
+	// Quota returns the long quota windows of a connection evaluated at Now
+	// (§8.3; services/quota produces them). nil means every window is
+	// unknown.
+	Quota func(connectionID string) QuotaView
+	// Config is the typed resetAware.*, resetWindow.* and auto.* part of the
+	// combo's effective config (StrategyConfigFrom); nil means the defaults.
+	Config *StrategyConfig
+	// Signals returns auto's per-candidate inputs (breaker, latency p95 and
+	// stddev, tier, available connections of the provider); nil means the
+	// breaker from Stats and everything else unknown.
+	Signals func(e Entry) CandidateSignals
+	// Mode is the request's X-Switchyard-Mode header value ("" none); see
+	// ModePackForHeader.
+	Mode string
+	// Task is the request's task for taskFit (TaskOf); "" counts as chat.
+	Task string
+	// TaskFitness is routing.autoTaskFitness.
+	TaskFitness []services.TaskFitnessRule
+	// SessionEntryID is the entry named by the request's session preference
+	// record (§6.4), "" when there is none (auto contextAffinity).
+	SessionEntryID string
 }
 
 // DefaultMaxOutputTokens is added to the prompt estimate when the request
@@ -191,6 +216,10 @@ const (
 	NameLKGP             = "lkgp"
 	NameContextOptimized = "context-optimized"
 	NameCacheOptimized   = "cache-optimized"
+	NameResetAware       = "reset-aware"
+	NameResetWindow      = "reset-window"
+	NameHeadroom         = "headroom"
+	NameAuto             = "auto"
 )
 
 // NewRegistry returns the explicit registry of every strategy in this
@@ -220,6 +249,10 @@ func NewRegistry(rng *rand.Rand, state *MemoryState) map[string]Strategy {
 		ContextOptimized{},
 		CacheOptimized{},
 		&QuotaShare{},
+		&ResetAware{},
+		&ResetWindow{},
+		Headroom{},
+		&Auto{rng: g},
 	}
 	reg := make(map[string]Strategy, len(list))
 	for _, s := range list {
