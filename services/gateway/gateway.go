@@ -277,12 +277,26 @@ func (g *Gateway) ServeChat(w http.ResponseWriter, r *http.Request, req *Request
 
 // Serve routes a client request of any inbound format and writes the response.
 func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, req *Request) {
+	var rec *LogRecord
+	if c := req.Route.Combo; c != nil && (c.Strategy == "fusion" || c.Strategy == "pipeline") {
+		rec = g.serveOwnExecutor(w, r, req)
+	} else {
+		rec = g.serve(w, r, req)
+	}
+	if g.logs != nil {
+		g.logs.Record(rec)
+	}
+}
+
+// serve runs the attempt loop of 30-routing §6 for one request and returns
+// its finished log record (recorded by the caller: fusion and pipeline
+// members are parts of one logged request).
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, req *Request) (rec *LogRecord) {
 	set := g.current()
 	snap := g.reg.Snapshot()
-	rec := newLogRecord(req)
+	rec = newLogRecord(req)
 	st := &attemptState{excluded: map[string]bool{}, failedProv: map[string]bool{}, skipModel: map[string]bool{},
-		timers: map[string]bool{}, log: rec, onlyLocal: true, connReason: map[string]resilience.Reason{},
-		cfg: comboConfig(set, req.Route.Combo)}
+		timers: map[string]bool{}, log: rec, onlyLocal: true, cfg: comboConfig(set, req.Route.Combo)}
 	if set.RequestDeadline > 0 {
 		received := req.Received
 		if received.IsZero() {
@@ -291,12 +305,7 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, req *Request) {
 		st.deadline = received.Add(set.RequestDeadline)
 	}
 	out := newClientWriter(w, r, req, set)
-	defer func() {
-		rec.finish(g.clock.Now(), out)
-		if g.logs != nil {
-			g.logs.Record(rec)
-		}
-	}()
+	defer func() { rec.finish(g.clock.Now(), out) }()
 	if st.cfg.TargetTimeout > 0 && st.cfg.TargetTimeout != set.TargetTimeout {
 		one := *set // the combo's targetTimeoutMs (30-routing §3)
 		one.TargetTimeout = st.cfg.TargetTimeout
@@ -336,6 +345,7 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, req *Request) {
 		return
 	}
 	g.fail(out, st, g.finalError(req, st))
+	return rec
 }
 
 // route walks the target set once; it reports whether the request is over.
@@ -404,6 +414,14 @@ func (g *Gateway) walk(r *http.Request, out *clientWriter, snap *Snapshot, targe
 		}
 	}
 	return false
+}
+
+// noteConnFailure records the reason of a connection's last failure here.
+func (st *attemptState) noteConnFailure(connID string, r resilience.Reason) {
+	if st.connReason == nil {
+		st.connReason = map[string]resilience.Reason{}
+	}
+	st.connReason[connID] = r
 }
 
 func (st *attemptState) hasRetryable(t target) bool {
@@ -671,7 +689,7 @@ func (g *Gateway) walkTarget(ctx context.Context, out *clientWriter, s *Snapshot
 				Detail: "throughput_too_low", Failover: resilience.FailoverNext}}
 			st.lastRes = res
 			st.excluded[conn.ID] = true
-			st.connReason[conn.ID] = resilience.ReasonTransient
+			st.noteConnFailure(conn.ID, resilience.ReasonTransient)
 			g.stats.Record(t.provider.ID, t.model, conn.ID, false, 0)
 			st.onlyLocal = false
 			lastReason = resilience.ReasonTransient
@@ -693,7 +711,7 @@ func (g *Gateway) walkTarget(ctx context.Context, out *clientWriter, s *Snapshot
 		st.last, st.lastRes = &outc, res
 		st.failedProv[t.provider.ID] = true
 		st.excluded[conn.ID] = true
-		st.connReason[conn.ID] = outc.Reason
+		st.noteConnFailure(conn.ID, outc.Reason)
 		if recordable(outc.Reason) {
 			g.stats.Record(t.provider.ID, t.model, conn.ID, false, 0)
 		}

@@ -177,7 +177,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	rec := &hitRec{done: make(chan struct{}), hit: Hit{
 		Seq: seq, Nonce: nonce, Attempt: attempt, Reproducible: nonce != "",
 		Credential: cred, KeyLabel: label, Method: r.Method, Path: r.URL.Path, Format: format,
-		Model: req.model, Stream: req.stream, TStart: start, Action: action,
+		Model: req.model, Stream: req.stream, TStart: start, Action: action, Body: body,
 		Usage:   usageOf(rt, req),
 		Headers: headerNames, Violations: violations,
 	}}

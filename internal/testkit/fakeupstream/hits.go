@@ -65,6 +65,9 @@ type Hit struct {
 	Format string `json:"format"`
 	Model  string `json:"model"`
 	Stream bool   `json:"stream"`
+	// Body is the request body as received. Like Credential it stays out of
+	// the JSON hit log (prompts may carry canaries).
+	Body []byte `json:"-"`
 	// TStart is when the request arrived, THeaders when the status line was flushed (zero if
 	// never), TEnd when the handler returned (zero while it runs). Times come from the fake's
 	// clock (WithClock; the wall clock by default).
