@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"regexp"
 	"strings"
 	"sync"
@@ -302,7 +303,9 @@ func backoffMs(base int64, level int, prof CooldownProfile) int64 {
 }
 
 // clampHint floors a hint at 1 s and caps it at maxRetryHintMs (the
-// classifier already does; repeated so no caller can exceed the cap).
+// classifier already does; repeated so no caller can exceed the cap). A cap
+// too large for a time.Duration saturates instead of overflowing (which
+// would turn every hint into 0).
 func clampHint(h time.Duration, cfg CooldownConfig) time.Duration {
 	if h <= 0 {
 		return 0
@@ -311,6 +314,9 @@ func clampHint(h time.Duration, cfg CooldownConfig) time.Duration {
 	capMs := cfg.MaxRetryHintMs
 	if capMs <= 0 {
 		capMs = defaultMaxRetryHintMs
+	}
+	if capMs > int64(math.MaxInt64/time.Millisecond) {
+		return h
 	}
 	return min(h, time.Duration(capMs)*time.Millisecond)
 }
