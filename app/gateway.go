@@ -10,6 +10,7 @@ import (
 	"switchyard/services"
 	"switchyard/services/accounts"
 	"switchyard/services/gateway"
+	"switchyard/services/quota"
 	"switchyard/services/routing"
 )
 
@@ -60,6 +61,14 @@ func (s *Server) wireGateway(ctx context.Context, seed uint64) error {
 	comboRNG := rand.New(rand.NewPCG(seed^0x5bd1e995, seed+1))
 	s.gateway.SetStrategies(routing.NewRegistry(comboRNG, routeState), routeState)
 	s.gwSettings = &gatewaySettings{src: s.settingsSvc.General}
+	s.quota = quota.New(quota.Options{Store: models.NewQuotaStore(s.db), Clock: s.clock, Logger: s.log.With("component", "quota"),
+		MaxStale: func() time.Duration {
+			return time.Duration(s.settingsSvc.General().Routing.QuotaMaxStaleMs) * time.Millisecond
+		}})
+	if err := s.quota.Load(ctx); err != nil {
+		return err
+	}
+	s.gateway.SetQuota(s.quota)
 	s.gateway.UseSettingsSource(func() *gateway.Settings { return &s.gwSettings.get().set })
 	return nil
 }
@@ -95,6 +104,7 @@ func (g *gatewaySettings) get() *derivedSettings {
 		d.set.RequestDeadline = ms(doc.Routing.RequestDeadlineMs)
 	}
 	d.set.DirectCombo = gateway.ComboDefaults(doc.Routing.ComboDefaults)
+	d.set.ComboDefaults, d.set.TaskFitness = doc.Routing.ComboDefaults, doc.Routing.AutoTaskFitness
 	if doc.Routing.FallbackStrategy != "" {
 		d.set.FallbackStrategy = doc.Routing.FallbackStrategy
 	}

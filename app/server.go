@@ -23,6 +23,7 @@ import (
 	"switchyard/services/affinity"
 	"switchyard/services/gateway"
 	"switchyard/services/leases"
+	"switchyard/services/quota"
 	"switchyard/services/requestlog"
 	"switchyard/services/resilience"
 	"switchyard/services/traffic"
@@ -67,6 +68,7 @@ type Server struct {
 	pins        *affinity.Pins
 	leases      *leases.Leases
 	toolLimits  *gateway.ToolLimits
+	quota       *quota.Tracker
 	resilience  *resilience.Engine
 	v1          *handlers.V1
 	echo        *echo.Echo
@@ -201,6 +203,13 @@ func (s *Server) Close() error {
 	}
 	s.keys.WaitTouches()
 	s.flushResilience(s.log)
+	if s.quota != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if err := s.quota.Close(ctx); err != nil {
+			s.log.Warn("quota windows: rows not written at shutdown", "err", err)
+		}
+		cancel()
+	}
 	if s.logWriter != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := s.logWriter.Close(ctx); err != nil {

@@ -55,6 +55,7 @@ func (s *Server) wireTraffic(ctx context.Context) error {
 		_ = s.resilience.Lockouts.ForgetConnection(ctx, id)
 		s.resilience.Cooldowns.Forget(id)
 		s.gateway.ForgetConnection(id)
+		_ = s.quota.Forget(ctx, id)
 	})
 	tools, err := gateway.NewToolLimits(ctx, s.clock, models.NewToolLimitStore(s.db))
 	if err != nil {

@@ -93,6 +93,9 @@ func (g *Gateway) expandFor(s *Snapshot, r Route, req *Request, set *Settings, s
 				return 0
 			}
 		}
+		if candidateLevel[name] {
+			g.quotaSignals(&rq, s, c, name, set, req, entries)
+		}
 		ordered := strat.Order(rq, entries)
 		prefPin := g.preferSession(c, name, cfg, req, ordered)
 		pref, _ := strat.(routing.ConnectionPreferrer)
@@ -191,7 +194,7 @@ func (g *Gateway) entryAvailable(s *Snapshot, provider, connID, model string, re
 		if !c.Enabled || (connID != "" && c.ID != connID) || !req.Key.AllowsConnection(c.ID) {
 			continue
 		}
-		if g.res.ConnectionBlocker(provider, c.ID, model) == nil {
+		if g.res.ConnectionBlocker(provider, c.ID, model) == nil && g.quotaBlocker(c, g.clock.Now()) == nil {
 			return true
 		}
 	}
@@ -202,11 +205,13 @@ func (g *Gateway) entryAvailable(s *Snapshot, provider, connID, model string, re
 // an ordering in place and returns the record's pin id ("" when the pass
 // does not apply to this request and combo).
 func (g *Gateway) preferSession(c *services.Combo, strategy string, cfg ComboConfig, req *Request, ordered []routing.Entry) string {
-	if !cfg.SessionSticky || !spreadStrategies[strategy] || req.LeaseConnID != "" || !explicitSession(req.SessionKey) ||
-		g.traffic == nil || g.traffic.Pins == nil || g.traffic.Doc().SessionAffinity.TTLMs <= 0 {
+	if !cfg.SessionSticky || !spreadStrategies[strategy] {
 		return ""
 	}
-	pin := affinity.PinID(req.Key.ID, prefPinPrefix+c.ID, req.SessionKey)
+	pin := g.sessionPin(c, req)
+	if pin == "" {
+		return ""
+	}
 	entryID, ok := g.traffic.Pins.Lookup(pin)
 	if !ok {
 		return pin
@@ -219,6 +224,17 @@ func (g *Gateway) preferSession(c *services.Combo, strategy string, cfg ComboCon
 		}
 	}
 	return pin
+}
+
+// sessionPin is the id of the session preference record of (key, session,
+// combo), "" when the request has no explicit session, is lease-managed, or
+// session affinity is off (sessionAffinity.ttlMs = 0).
+func (g *Gateway) sessionPin(c *services.Combo, req *Request) string {
+	if req.LeaseConnID != "" || !explicitSession(req.SessionKey) || g.traffic == nil || g.traffic.Pins == nil ||
+		g.traffic.Doc == nil || g.traffic.Doc().SessionAffinity.TTLMs <= 0 {
+		return ""
+	}
+	return affinity.PinID(req.Key.ID, prefPinPrefix+c.ID, req.SessionKey)
 }
 
 // explicitSession reports a session key from a header or an explicit body
@@ -369,4 +385,81 @@ func maxOutputTokens(req *Request) int {
 		}
 	}
 	return 0
+}
+
+// quotaSignals fills what reset-aware, reset-window, headroom and auto read
+// (30-routing §8.3, §10.10–10.14).
+func (g *Gateway) quotaSignals(rq *routing.Request, s *Snapshot, c *services.Combo, name string, set *Settings, req *Request, entries []routing.Entry) {
+	if g.quota != nil {
+		rq.Quota = g.quota.QuotaFunc(rq.Now)
+	}
+	cfg := routing.StrategyConfigFrom(set.ComboDefaults, c.Config)
+	rq.Config = &cfg
+	if name != "auto" {
+		return
+	}
+	rq.Prices, rq.Context = modelPrice, modelContext
+	if req.Header != nil {
+		rq.Mode = req.Header.Get("X-Switchyard-Mode")
+	}
+	_, reasoning := req.Body["reasoning_effort"]
+	if _, ok := req.Body["thinking"]; ok {
+		reasoning = true
+	}
+	rq.Task = routing.TaskOf(lastUserText(req), req.ToolCount > 0, reasoning)
+	rq.TaskFitness = set.TaskFitness
+	if pin := g.sessionPin(c, req); pin != "" {
+		rq.SessionEntryID, _ = g.traffic.Pins.Lookup(pin)
+	}
+	avail := map[string]int{}
+	for _, e := range entries {
+		if e.Available && e.ConnectionID != "" {
+			avail[e.Provider]++
+		}
+	}
+	rq.Signals = func(e routing.Entry) routing.CandidateSignals {
+		sig := routing.CandidateSignals{ProviderConnections: avail[e.Provider]}
+		if g.res != nil {
+			sig.Breaker = routing.BreakerState(g.res.Breakers.Status(e.Provider).State)
+		}
+		if e.ConnectionID != "" {
+			if cn, ok := s.Connection(e.ConnectionID); ok {
+				sig.Tier = cn.Tier
+			}
+			ts := g.stats.Merge(e.Provider, e.Model, []string{e.ConnectionID})
+			if ts.P95LatencyMs != nil {
+				sig.LatencyKnown, sig.P95Ms, sig.StddevMs = true, *ts.P95LatencyMs, *ts.StddevMs
+			}
+		}
+		return sig
+	}
+}
+
+// lastUserText is the text of the request's last user message (chat or
+// messages format), for auto's task classification.
+func lastUserText(req *Request) string {
+	var msgs []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	}
+	if json.Unmarshal(req.Body["messages"], &msgs) != nil {
+		return ""
+	}
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role != "user" {
+			continue
+		}
+		var s string
+		if json.Unmarshal(msgs[i].Content, &s) == nil {
+			return s
+		}
+		var parts []struct{ Text string }
+		_ = json.Unmarshal(msgs[i].Content, &parts)
+		var sb strings.Builder
+		for _, p := range parts {
+			sb.WriteString(p.Text)
+		}
+		return sb.String()
+	}
+	return ""
 }

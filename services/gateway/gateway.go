@@ -14,6 +14,7 @@ import (
 	"switchyard/services"
 	"switchyard/services/accounts"
 	"switchyard/services/leases"
+	"switchyard/services/quota"
 	"switchyard/services/resilience"
 	"switchyard/services/routing"
 	"switchyard/services/traffic"
@@ -38,6 +39,11 @@ type Settings struct {
 	// RequestDeadline is routing.requestDeadlineMs: no dispatch starts
 	// later than this after receipt.
 	RequestDeadline time.Duration
+	// ComboDefaults is routing.comboDefaults as stored (the typed quota and
+	// auto strategy config layers over it); TaskFitness is
+	// routing.autoTaskFitness.
+	ComboDefaults map[string]any
+	TaskFitness   []services.TaskFitnessRule
 }
 
 // ProviderStrategy overrides the account strategy of one provider.
@@ -75,6 +81,7 @@ type Gateway struct {
 	strategies map[string]routing.Strategy
 	routeState routing.State
 	stats      DispatchStats
+	quota      *quota.Tracker // learned quota windows (30-routing §8.3); nil = none
 	// entrySlots is the combo entry queue of 30-routing §6.5, keyed by
 	// combo id and entry id.
 	entrySlots *traffic.Slots
@@ -160,6 +167,23 @@ type target struct {
 }
 
 func (t target) name() string { return t.provider.ID + "/" + t.model }
+
+// SetQuota installs the quota-window tracker: every upstream response
+// feeds it, gate 10 and the quota strategies read it.
+func (g *Gateway) SetQuota(t *quota.Tracker) { g.quota = t }
+
+// quotaBlocker is gate 10 (30-routing §8.4) for one connection, nil when
+// the quota windows allow it. It is a timer but not waitable: windows
+// reset in hours, past any cooldown wait.
+func (g *Gateway) quotaBlocker(c *services.Connection, now time.Time) *resilience.Blocker {
+	if g.quota == nil {
+		return nil
+	}
+	if blocked, until := g.quota.Gate(c.ID, c.QuotaReservePercent, now); blocked {
+		return &resilience.Blocker{Reason: "quota_window", RetryAfter: until.Sub(now)}
+	}
+	return nil
+}
 
 // SetStrategies installs the combo strategies and their shared state.
 func (g *Gateway) SetStrategies(reg map[string]routing.Strategy, state routing.State) {
@@ -799,7 +823,11 @@ func (g *Gateway) pick(s *Snapshot, t target, req *Request, st *attemptState, se
 			hard = "incompatible"
 			continue // e.g. embeddings on an anthropic-format upstream
 		}
-		if b := g.res.ConnectionBlocker(t.provider.ID, c.ID, t.model); b != nil {
+		b := g.res.ConnectionBlocker(t.provider.ID, c.ID, t.model)
+		if b == nil {
+			b = g.quotaBlocker(c, g.clock.Now())
+		}
+		if b != nil {
 			any = true
 			if b.Waitable {
 				st.noteWaitable(b.RetryAfter)
@@ -944,6 +972,9 @@ func (g *Gateway) dispatch(ctx context.Context, out *clientWriter, t target, c *
 	onHeaders := func(status int, h http.Header) {
 		if execTimer != nil {
 			execTimer.Stop()
+		}
+		if g.quota != nil {
+			g.quota.Observe(c.ID, h, g.clock.Now())
 		}
 		g.learn(adm, status, h)
 	}
@@ -1319,6 +1350,9 @@ func (g *Gateway) waitableMin(s *Snapshot, req *Request) time.Duration {
 				continue
 			}
 			b := g.res.ConnectionBlocker(t.provider.ID, c.ID, t.model)
+			if b == nil {
+				b = g.quotaBlocker(c, g.clock.Now())
+			}
 			if b == nil {
 				return 0 // usable now: the failure was not a timer
 			}

@@ -65,6 +65,9 @@ func (g *Gateway) TestConnection(ctx context.Context, c services.Connection) ser
 		return res
 	}
 	defer resp.Body.Close()
+	if g.quota != nil {
+		g.quota.Observe(c.ID, resp.Header, g.clock.Now()) // a test refreshes the quota windows (30-routing §12 case 4)
+	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	res.Status = resp.StatusCode
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
