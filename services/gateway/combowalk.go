@@ -120,7 +120,8 @@ func (g *Gateway) expandFor(s *Snapshot, r Route, req *Request, set *Settings, s
 			if !ok {
 				continue
 			}
-			tg := target{provider: p, model: e.Model, id: e.ID, connID: e.ConnectionID, comboID: c.ID, prefPin: prefPin}
+			tg := target{provider: p, model: e.Model, id: e.ID, connID: e.ConnectionID, comboID: c.ID, prefPin: prefPin,
+				relay: c.Strategy == "context-relay"}
 			if pref != nil {
 				if id, ok := pref.PreferredConnection(c.ID, e.ID); ok {
 					tg.prefConn = id

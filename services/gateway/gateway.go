@@ -82,6 +82,7 @@ type Gateway struct {
 	routeState routing.State
 	stats      DispatchStats
 	quota      *quota.Tracker // learned quota windows (30-routing §8.3); nil = none
+	relay      relayStore     // context-relay handoffs (§10.4)
 	// entrySlots is the combo entry queue of 30-routing §6.5, keyed by
 	// combo id and entry id.
 	entrySlots *traffic.Slots
@@ -164,6 +165,7 @@ type target struct {
 	comboID  string // the combo whose strategy ordered this entry
 	prefConn string // strategy-preferred connection (lkgp)
 	prefPin  string // session preference record id (30-routing §6.4), "" = none
+	relay    bool   // the ordering combo is context-relay (§10.4)
 }
 
 func (t target) name() string { return t.provider.ID + "/" + t.model }
@@ -649,9 +651,18 @@ func (g *Gateway) walkTarget(ctx context.Context, out *clientWriter, s *Snapshot
 		if t.comboID != "" && g.routeState != nil {
 			g.routeState.OnDispatch(t.comboID, t.id)
 		}
-		res := g.dispatch(ctx, out, t, conn, req, st, set)
+		dreq := req
+		if t.relay {
+			if ir := g.relayInjection(t, conn, req); ir != nil {
+				dreq = ir
+			}
+		}
+		res := g.dispatch(ctx, out, t, conn, dreq, st, set)
 		switch {
 		case res.ok:
+			if t.relay {
+				g.relayAfterSuccess(t, conn, req, set)
+			}
 			g.stats.Record(t.provider.ID, t.model, conn.ID, true, res.latency)
 			g.rememberSession(ctx, t, req, true)
 			g.res.Success(ctx, adm, conn.ID, t.model)

@@ -16,7 +16,7 @@ func TestRegistryNamesAndDescriptions(t *testing.T) {
 	want := []string{
 		NamePriority, NameWeighted, NameRoundRobin, NameFillFirst, NameP2C, NameRandom,
 		NameStrictRandom, NameLeastUsed, NameCostOptimized, NameLKGP, NameContextOptimized,
-		NameCacheOptimized, NameQuotaShare, NameResetAware, NameResetWindow, NameHeadroom, NameAuto,
+		NameCacheOptimized, NameQuotaShare, NameContextRelay, NameResetAware, NameResetWindow, NameHeadroom, NameAuto,
 	}
 	if len(reg) != len(want) {
 		t.Fatalf("registry has %d strategies, want %d", len(reg), len(want))

@@ -249,6 +249,7 @@ func NewRegistry(rng *rand.Rand, state *MemoryState) map[string]Strategy {
 		ContextOptimized{},
 		CacheOptimized{},
 		&QuotaShare{},
+		ContextRelay{},
 		&ResetAware{},
 		&ResetWindow{},
 		Headroom{},

@@ -1,0 +1,298 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"switchyard/services"
+	"switchyard/services/affinity"
+)
+
+// Context relay (30-routing §10.4): when a session's connection nears the
+// end of its quota, a summary of the conversation is made in the
+// background; when the session later lands on another connection, the
+// summary travels with it as system context, once per destination.
+//
+// Records live in memory with their TTL (contextRelay.handoffTtlMs); after
+// a restart a session simply starts without carried-over context.
+
+const relaySummaryPrompt = `Summarise the conversation below so another assistant can continue it. ` +
+	`Answer with one JSON object with the keys "summary" (string), "keyDecisions" (array of strings), ` +
+	`"taskProgress" (string) and "activeEntities" (array of strings), and nothing else.`
+
+// relayConfig is the contextRelay.* part of a combo's effective config.
+type relayConfig struct {
+	threshold   float64
+	model       string
+	providers   []string
+	maxMessages int
+	ttl         time.Duration
+}
+
+func relayConfigOf(set *Settings, c *services.Combo) relayConfig {
+	rc := relayConfig{threshold: 0.85, maxMessages: 30, ttl: 5 * time.Hour}
+	for _, layer := range []map[string]any{set.ComboDefaults, c.Config} {
+		m, _ := layer["contextRelay"].(map[string]any)
+		if v, ok := m["handoffThreshold"].(float64); ok {
+			rc.threshold = v
+		}
+		if v, ok := m["handoffModel"].(string); ok && v != "" {
+			rc.model = v
+		}
+		if v, ok := m["handoffProviders"].([]any); ok {
+			rc.providers = rc.providers[:0]
+			for _, p := range v {
+				if s, ok := p.(string); ok {
+					rc.providers = append(rc.providers, s)
+				}
+			}
+		}
+		if v, ok := m["maxMessagesForSummary"].(float64); ok && v >= 1 {
+			rc.maxMessages = int(v)
+		}
+		if v, ok := m["handoffTtlMs"].(float64); ok && v >= 1 {
+			rc.ttl = time.Duration(v) * time.Millisecond
+		}
+	}
+	return rc
+}
+
+// handoff is one stored summary.
+type handoff struct {
+	Summary        string   `json:"summary"`
+	KeyDecisions   []string `json:"keyDecisions"`
+	TaskProgress   string   `json:"taskProgress"`
+	ActiveEntities []string `json:"activeEntities"`
+	source         string   // the connection the summary was made on
+	expires        time.Time
+	injected       map[string]bool // destination connections already given it
+}
+
+// relayStore holds the handoff records per (key, session, combo).
+type relayStore struct {
+	mu   sync.Mutex
+	recs map[string]*handoff
+	busy map[string]bool // a summary is being made
+	wg   sync.WaitGroup
+}
+
+func relayID(req *Request, comboID string) string {
+	return affinity.PinID(req.Key.ID, "relay:"+comboID, req.SessionKey)
+}
+
+// RelayRecords reports the live handoff records (tests, dashboard).
+func (g *Gateway) RelayRecords() int {
+	g.relay.mu.Lock()
+	defer g.relay.mu.Unlock()
+	now := g.clock.Now()
+	n := 0
+	for _, h := range g.relay.recs {
+		if now.Before(h.expires) {
+			n++
+		}
+	}
+	return n
+}
+
+// WaitRelay waits for summaries in progress (graceful shutdown, tests).
+func (g *Gateway) WaitRelay() { g.relay.wg.Wait() }
+
+// relayAfterSuccess starts a summary when the served connection's known
+// long-window utilisation reached the threshold.
+func (g *Gateway) relayAfterSuccess(t target, conn *services.Connection, req *Request, set *Settings) {
+	if req.SessionKey == "" || req.Route.Combo == nil || g.quota == nil {
+		return
+	}
+	c, ok := g.reg.Snapshot().ComboByID(t.comboID)
+	if !ok || c.Strategy != "context-relay" {
+		return
+	}
+	rc := relayConfigOf(set, c)
+	if len(rc.providers) > 0 && !contains(rc.providers, t.provider.ID) {
+		return
+	}
+	now := g.clock.Now()
+	v := g.quota.Windows(conn.ID, now)
+	used := 0.0
+	for _, w := range []float64{known(v.FiveHour.Known, v.FiveHour.Used), known(v.Daily.Known, v.Daily.Used),
+		known(v.Weekly.Known, v.Weekly.Used), known(v.Monthly.Known, v.Monthly.Used)} {
+		used = max(used, w)
+	}
+	if used < rc.threshold {
+		return
+	}
+	id := relayID(req, c.ID)
+	g.relay.mu.Lock()
+	if g.relay.busy[id] {
+		g.relay.mu.Unlock()
+		return
+	}
+	if g.relay.busy == nil {
+		g.relay.busy, g.relay.recs = map[string]bool{}, map[string]*handoff{}
+	}
+	g.relay.busy[id] = true
+	g.relay.wg.Add(1)
+	g.relay.mu.Unlock()
+
+	lines := relayLines(req, rc.maxMessages)
+	model := rc.model
+	if model == "" {
+		model = t.name()
+	}
+	sr := &Request{ID: req.ID + "-relay", Key: req.Key, Endpoint: "/v1/chat/completions", Inbound: InboundChat, Model: model,
+		Received: now, Header: http.Header{}}
+	go func() {
+		defer g.relay.wg.Done()
+		defer func() {
+			g.relay.mu.Lock()
+			delete(g.relay.busy, id)
+			g.relay.mu.Unlock()
+		}()
+		h, ok := g.summarise(sr, lines)
+		if !ok {
+			return
+		}
+		h.source, h.expires, h.injected = conn.ID, g.clock.Now().Add(rc.ttl), map[string]bool{}
+		g.relay.mu.Lock()
+		g.relay.recs[id] = h
+		g.relay.mu.Unlock()
+	}()
+}
+
+func known(ok bool, u float64) float64 {
+	if !ok {
+		return 0
+	}
+	return u
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// summarise routes the summary call as an internal request of the same
+// key (60 s timeout) and parses its answer.
+func (g *Gateway) summarise(sr *Request, lines string) (*handoff, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	route, gerr := Resolve(g.reg.Snapshot(), sr.Key, sr.Model)
+	if gerr != nil {
+		return nil, false
+	}
+	sr.Route = route
+	body := map[string]any{"model": sr.Model, "messages": []map[string]string{
+		{"role": "system", "content": relaySummaryPrompt}, {"role": "user", "content": lines}}}
+	raw, _ := json.Marshal(body)
+	_ = json.Unmarshal(raw, &sr.Body)
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", nil)
+	if err != nil {
+		return nil, false
+	}
+	mw := newMemWriter()
+	rec := g.serve(mw, hr, sr)
+	rec.Endpoint = "internal:context-relay"
+	if g.logs != nil {
+		g.logs.Record(rec)
+	}
+	if mw.status != http.StatusOK {
+		return nil, false
+	}
+	text := strings.TrimSpace(answerText(InboundChat, mw.buf.Bytes()))
+	if text == "" {
+		return nil, false
+	}
+	var h handoff
+	trimmed := strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(text, "```json"), "```"), "```")
+	if json.Unmarshal([]byte(strings.TrimSpace(trimmed)), &h) != nil || h.Summary == "" {
+		h = handoff{Summary: text} // not the JSON asked for: keep the raw text
+	}
+	return &h, true
+}
+
+// relayLines renders the last n messages as "role: text" lines.
+func relayLines(req *Request, n int) string {
+	var msgs []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	}
+	_ = json.Unmarshal(req.Body["messages"], &msgs)
+	if len(msgs) > n {
+		msgs = msgs[len(msgs)-n:]
+	}
+	var sb strings.Builder
+	for _, m := range msgs {
+		var s string
+		if json.Unmarshal(m.Content, &s) != nil {
+			var parts []struct{ Text string }
+			_ = json.Unmarshal(m.Content, &parts)
+			for _, p := range parts {
+				s += p.Text
+			}
+		}
+		sb.WriteString(m.Role)
+		sb.WriteString(": ")
+		sb.WriteString(s)
+		sb.WriteByte('\n')
+	}
+	return sb.String()
+}
+
+// relayInjection returns the request with the carried-over context
+// inserted before the first non-system message, when the session has a
+// record made on another connection not yet given to conn; nil otherwise.
+// The record is marked as given to conn.
+func (g *Gateway) relayInjection(t target, conn *services.Connection, req *Request) *Request {
+	if req.SessionKey == "" || t.comboID == "" || req.Inbound != InboundChat {
+		return nil
+	}
+	id := relayID(req, t.comboID)
+	g.relay.mu.Lock()
+	defer g.relay.mu.Unlock()
+	h := g.relay.recs[id]
+	if h == nil || h.source == conn.ID || h.injected[conn.ID] {
+		return nil
+	}
+	if !g.clock.Now().Before(h.expires) {
+		delete(g.relay.recs, id)
+		return nil
+	}
+	h.injected[conn.ID] = true
+	var sb strings.Builder
+	sb.WriteString("Context carried over from an earlier session:\nSummary: ")
+	sb.WriteString(h.Summary)
+	if len(h.KeyDecisions) > 0 {
+		sb.WriteString("\nKey decisions: " + strings.Join(h.KeyDecisions, "; "))
+	}
+	if h.TaskProgress != "" {
+		sb.WriteString("\nProgress: " + h.TaskProgress)
+	}
+	if len(h.ActiveEntities) > 0 {
+		sb.WriteString("\nActive entities: " + strings.Join(h.ActiveEntities, "; "))
+	}
+	var msgs []json.RawMessage
+	_ = json.Unmarshal(req.Body["messages"], &msgs)
+	at := len(msgs)
+	for i, m := range msgs {
+		var r struct{ Role string }
+		_ = json.Unmarshal(m, &r)
+		if r.Role != "system" && r.Role != "developer" {
+			at = i
+			break
+		}
+	}
+	sys, _ := json.Marshal(map[string]string{"role": "system", "content": sb.String()})
+	msgs = append(msgs[:at], append([]json.RawMessage{sys}, msgs[at:]...)...)
+	out := *req
+	out.Body = copyBody(req.Body)
+	out.Body["messages"], _ = json.Marshal(msgs)
+	return &out
+}
