@@ -1,6 +1,7 @@
 package views
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -259,7 +260,7 @@ func NewCooldownsPanelVM(conns []CooldownConn, now time.Time) CooldownsPanelVM {
 				ErrorHead: errorHead(st), ErrorShort: short, ErrorFull: full})
 		case st.RateLimitedUntil != nil && st.RateLimitedUntil.After(now):
 			vm.Cooling = append(vm.Cooling, CoolingRowVM{ID: c.ID, Name: c.Name, Provider: cc.Provider, Enabled: c.Enabled,
-				Reason: reasonText(st.LastErrorReason), Backoff: st.BackoffLevel, BackoffMax: cc.BackoffMax,
+				Reason: reasonText(cmp.Or(st.CooldownReason, st.LastErrorReason)), Backoff: st.BackoffLevel, BackoffMax: cc.BackoffMax,
 				Until: *NewCountdownVM(*st.RateLimitedUntil, now), ErrorHead: errorHead(st), ErrorShort: short, ErrorFull: full})
 		}
 	}
