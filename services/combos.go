@@ -610,6 +610,11 @@ var comboConfigSchema = map[string]configRule{
 
 var configGroups = map[string]bool{"queue": true, "resetAware": true, "resetWindow": true, "auto": true, "cache": true, "contextRelay": true, "fusion": true}
 
+// AutoFactors are the auto strategy's factor names (30-routing §10.14);
+// routing.AutoFactors returns the same list (a test keeps them equal).
+var AutoFactors = []string{"quota", "health", "costInv", "latencyInv", "taskFit", "stability", "tierPriority",
+	"contextAffinity", "connectionDensity", "resetWindowAffinity", "cacheAffinity"}
+
 // ModePacks are the auto strategy's named weight presets.
 var ModePacks = []string{"ship-fast", "cost-saver", "quality-first", "offline-friendly", "reliability-first"}
 
@@ -708,7 +713,10 @@ func checkConfigValue(path string, v any) string {
 		if !ok {
 			return "must be an object of factor → number ≥ 0"
 		}
-		for _, x := range m {
+		for k, x := range m {
+			if !contains(AutoFactors, k) {
+				return "unknown factor '" + k + "'; factors: " + strings.Join(AutoFactors, ", ")
+			}
 			if f, ok := num(x); !ok || f < 0 {
 				return "must be an object of factor → number ≥ 0"
 			}

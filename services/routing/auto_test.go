@@ -3,6 +3,7 @@ package routing
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"switchyard/services"
@@ -316,5 +317,17 @@ func TestAutoTopGroupRotates(t *testing.T) {
 		if s.Factors["costInv"] != 0.5 {
 			t.Fatalf("unknown prices: costInv %v", s.Factors["costInv"])
 		}
+	}
+}
+
+// The save-time check of auto.weights (services.AutoFactors) accepts
+// exactly the factors auto scores.
+func TestAutoFactorsMatchSaveTimeList(t *testing.T) {
+	got := AutoFactors()
+	slices.Sort(got)
+	want := slices.Clone(services.AutoFactors)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("routing factors %v, services list %v", got, want)
 	}
 }
