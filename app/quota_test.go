@@ -73,3 +73,18 @@ func TestHeadroomPrefersTheLessUsedConnection(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// An auto combo serves through its candidates; an unknown X-Switchyard-Mode
+// is ignored with warning mode_ignored, a known one is not.
+func TestAutoComboModeHeader(t *testing.T) {
+	f := newGW(t, "fk-a", "fk-a2")
+	mkCombo(t, f, services.ComboInput{Name: "smart", Strategy: "auto", Targets: []services.Target{{Provider: "fake", Model: "m1"}}})
+	resp, b := postKey(t, f.url+"/v1/chat/completions", f.key, comboBody("smart"), "X-Switchyard-Mode", "turbo")
+	if resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("X-Switchyard-Warning"), "mode_ignored") {
+		t.Fatalf("unknown mode: %d %q %s", resp.StatusCode, resp.Header.Get("X-Switchyard-Warning"), b)
+	}
+	resp, _ = postKey(t, f.url+"/v1/chat/completions", f.key, comboBody("smart"), "X-Switchyard-Mode", "cheap")
+	if resp.StatusCode != 200 || strings.Contains(resp.Header.Get("X-Switchyard-Warning"), "mode_ignored") {
+		t.Fatalf("known mode: %d %q", resp.StatusCode, resp.Header.Get("X-Switchyard-Warning"))
+	}
+}

@@ -402,6 +402,9 @@ func (g *Gateway) quotaSignals(rq *routing.Request, s *Snapshot, c *services.Com
 	rq.Prices, rq.Context = modelPrice, modelContext
 	if req.Header != nil {
 		rq.Mode = req.Header.Get("X-Switchyard-Mode")
+		if _, ok := routing.ModePackForHeader(rq.Mode); rq.Mode != "" && !ok && !contains(req.Warnings, "mode_ignored") {
+			req.Warnings = append(req.Warnings, "mode_ignored") // 10-gateway-api §8
+		}
 	}
 	_, reasoning := req.Body["reasoning_effort"]
 	if _, ok := req.Body["thinking"]; ok {
