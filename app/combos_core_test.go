@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -243,7 +244,12 @@ func TestComboAllTargetsCoolingDownDiagnostics(t *testing.T) {
 		t.Fatalf("first: %d %s", resp.StatusCode, b)
 	}
 	f.fu.Reset()
+	var logs syncBuffer
+	f.app.Server.Gateway().SetLogger(slog.New(slog.NewJSONHandler(&logs, nil)))
 	resp, b := postKey(t, f.url+"/v1/chat/completions", f.key, comboBody("w"))
+	if n := strings.Count(logs.String(), `"msg":"all targets cooling down"`); n != 1 || !strings.Contains(logs.String(), `"reasons":["unavailable:cooling"]`) {
+		t.Fatalf("warning lines: %s", logs.String())
+	}
 	var e struct {
 		Diagnostics struct {
 			Excluded []struct {

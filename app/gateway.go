@@ -69,6 +69,7 @@ func (s *Server) wireGateway(ctx context.Context, seed uint64) error {
 		return err
 	}
 	s.gateway.SetQuota(s.quota)
+	s.gateway.SetLogger(s.log)
 	s.gateway.UseSettingsSource(func() *gateway.Settings { return &s.gwSettings.get().set })
 	return nil
 }

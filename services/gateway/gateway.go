@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -83,6 +84,7 @@ type Gateway struct {
 	stats      DispatchStats
 	quota      *quota.Tracker // learned quota windows (30-routing §8.3); nil = none
 	relay      relayStore     // context-relay handoffs (§10.4)
+	log        *slog.Logger
 	// entrySlots is the combo entry queue of 30-routing §6.5, keyed by
 	// combo id and entry id.
 	entrySlots *traffic.Slots
@@ -169,6 +171,29 @@ type target struct {
 }
 
 func (t target) name() string { return t.provider.ID + "/" + t.model }
+
+// SetLogger gives the gateway the server's logger (one warning line per
+// all_targets_cooling_down answer, 20-resilience §14).
+func (g *Gateway) SetLogger(l *slog.Logger) { g.log = l }
+
+// exclusionReasons lists the distinct exclusion reasons, in first-seen order.
+func exclusionReasons(diag []Exclusion) []string {
+	var out []string
+	for _, d := range diag {
+		r := d.Reason
+		if d.Detail != "" && r == "unavailable" {
+			r += ":" + d.Detail
+		}
+		found := false
+		for _, x := range out {
+			found = found || x == r
+		}
+		if !found {
+			out = append(out, r)
+		}
+	}
+	return out
+}
 
 // SetQuota installs the quota-window tracker: every upstream response
 // feeds it, gate 10 and the quota strategies read it.
@@ -1101,6 +1126,10 @@ func (g *Gateway) fail(out *clientWriter, st *attemptState, e *services.GatewayE
 		switch e.Code {
 		case "provider_circuit_open", "model_cooldown", "all_targets_cooling_down", "no_executable_targets":
 			g.obs.PoolExhausted(e.Code)
+		}
+		if e.Code == "all_targets_cooling_down" && g.log != nil {
+			g.log.Warn("all targets cooling down", "request_id", out.req.ID, "model", out.req.Model,
+				"reasons", exclusionReasons(st.diag), "retry_after_s", e.RetryAfter)
 		}
 	}
 	if out.gone() {
