@@ -252,3 +252,31 @@ func TestKeysAuthenticateAndPolicy(t *testing.T) {
 		t.Fatal("lease key without connections accepted")
 	}
 }
+
+// Static nesting deeper than maxComboDepth is refused on save, and an
+// unknown provider names its field.
+func TestComboDepthAndProviderChecks(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	prev, _, err := e.combos.Create(ctx, services.ComboInput{Name: "d1", Targets: []services.Target{{Provider: "openai", Model: "gpt-4o"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"d2", "d3"} {
+		if prev, _, err = e.combos.Create(ctx, services.ComboInput{Name: name, Targets: []services.Target{{Kind: "combo", ComboID: prev.ID}}}); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	_, _, err = e.combos.Create(ctx, services.ComboInput{Name: "d4", Targets: []services.Target{{Kind: "combo", ComboID: prev.ID}}})
+	if fieldsOf(t, err)["targets"] == "" && fieldsOf(t, err)["targets.0.comboId"] == "" {
+		t.Fatalf("depth 4 with maxComboDepth 3 accepted: %v", err)
+	}
+	if _, _, err := e.combos.Create(ctx, services.ComboInput{Name: "d4", Config: map[string]any{"maxComboDepth": float64(4)},
+		Targets: []services.Target{{Kind: "combo", ComboID: prev.ID}}}); err != nil {
+		t.Fatalf("depth 4 with maxComboDepth 4: %v", err)
+	}
+	_, _, err = e.combos.Create(ctx, services.ComboInput{Name: "nope", Targets: []services.Target{{Provider: "no-such", Model: "m"}}})
+	if fieldsOf(t, err)["targets.0.provider"] == "" {
+		t.Fatalf("unknown provider: %v", err)
+	}
+}
