@@ -1,7 +1,11 @@
 package app
 
 import (
+	"context"
+	"log/slog"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -29,10 +33,12 @@ type metrics struct {
 	egressLocks        *prometheus.CounterVec
 	emergency          *prometheus.CounterVec
 	waits              *prometheus.CounterVec
+	// usage is when each connection last served a request successfully.
+	usage *connUsage
 }
 
 func newMetrics() *metrics {
-	m := &metrics{reg: prometheus.NewRegistry()}
+	m := &metrics{reg: prometheus.NewRegistry(), usage: newConnUsage(usageFlushEvery)}
 	m.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_upstream_attempts_total", Help: "Upstream dispatches by outcome."}, []string{"provider", "outcome"})
 	m.failures = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_upstream_failures_total", Help: "Failed dispatches by classified reason."}, []string{"provider", "reason"})
 	m.failovers = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_failovers_total", Help: "Moves to another connection or target after a failure."}, []string{"kind"})
@@ -106,4 +112,150 @@ func (m *metrics) Waited(combo bool) {
 		kind = "combo"
 	}
 	m.waits.WithLabelValues(kind, "waited").Inc()
+}
+
+// Served records that a connection just served a request successfully
+// (connections.last_used_at): an atomic store in memory, no database write on
+// the request path. The gateway reports it next to Attempt(…, "success").
+func (m *metrics) Served(connectionID string, at time.Time) { m.usage.Served(connectionID, at) }
+
+// usageFlushEvery is how often the last-used times are written, at most.
+const usageFlushEvery = 30 * time.Second
+
+// lastUsedStore writes last-used times in one batch (models.ConnectionStore).
+type lastUsedStore interface {
+	TouchConnectionsLastUsed(ctx context.Context, at map[string]time.Time) error
+}
+
+// connUsage keeps when each connection last served a request successfully:
+// one atomic per connection, updated on the request path, written to the
+// connection rows in one batch at most every flushEvery, on its own
+// goroutine started by the Served call that finds the interval elapsed (no
+// ticker runs while the gateway is idle). Close waits for that write and
+// flushes the rest.
+type connUsage struct {
+	every time.Duration
+	last  sync.Map // connection id → *usageEntry
+
+	nextFlush atomic.Int64 // unix ms before which Served starts no flush
+
+	mu       sync.Mutex
+	store    lastUsedStore
+	log      *slog.Logger
+	flushing bool
+	closed   bool
+	wg       sync.WaitGroup
+}
+
+type usageEntry struct {
+	at      atomic.Int64 // unix ms of the last success
+	written atomic.Int64 // unix ms last written to the store
+}
+
+func newConnUsage(every time.Duration) *connUsage { return &connUsage{every: every} }
+
+// bind sets where the batches go; until then Served only keeps memory.
+func (u *connUsage) bind(store lastUsedStore, log *slog.Logger) {
+	u.mu.Lock()
+	u.store, u.log = store, log
+	u.mu.Unlock()
+}
+
+// Served moves a connection's last-used time forward to at.
+func (u *connUsage) Served(connectionID string, at time.Time) {
+	v, ok := u.last.Load(connectionID)
+	if !ok {
+		v, _ = u.last.LoadOrStore(connectionID, &usageEntry{})
+	}
+	e, ms := v.(*usageEntry), at.UnixMilli()
+	for {
+		cur := e.at.Load()
+		if ms <= cur || e.at.CompareAndSwap(cur, ms) {
+			break
+		}
+	}
+	if ms >= u.nextFlush.Load() {
+		u.startFlush(ms)
+	}
+}
+
+// LastUsed is the last-used time held in memory (zero when none since start).
+func (u *connUsage) LastUsed(connectionID string) time.Time {
+	if v, ok := u.last.Load(connectionID); ok {
+		if ms := v.(*usageEntry).at.Load(); ms != 0 {
+			return time.UnixMilli(ms).UTC()
+		}
+	}
+	return time.Time{}
+}
+
+// startFlush writes the pending times in the background unless a write is
+// running, the tracker is closed or has no store.
+func (u *connUsage) startFlush(nowMs int64) {
+	u.mu.Lock()
+	if u.flushing || u.closed || u.store == nil {
+		u.mu.Unlock()
+		return
+	}
+	u.flushing = true
+	u.nextFlush.Store(nowMs + u.every.Milliseconds())
+	u.wg.Add(1)
+	u.mu.Unlock()
+	go func() {
+		defer u.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := u.Flush(ctx)
+		cancel()
+		u.mu.Lock()
+		u.flushing = false
+		log := u.log
+		u.mu.Unlock()
+		if err != nil && log != nil {
+			log.Warn("write connection last-used times", "err", err)
+		}
+	}()
+}
+
+// Flush writes every time not yet written, in one batch.
+func (u *connUsage) Flush(ctx context.Context) error {
+	u.mu.Lock()
+	store := u.store
+	u.mu.Unlock()
+	if store == nil {
+		return nil
+	}
+	batch := map[string]time.Time{}
+	marks := map[*usageEntry]int64{}
+	u.last.Range(func(k, v any) bool {
+		e := v.(*usageEntry)
+		if at := e.at.Load(); at > e.written.Load() {
+			batch[k.(string)] = time.UnixMilli(at).UTC()
+			marks[e] = at
+		}
+		return true
+	})
+	if len(batch) == 0 {
+		return nil
+	}
+	if err := store.TouchConnectionsLastUsed(ctx, batch); err != nil {
+		return err
+	}
+	for e, at := range marks {
+		for {
+			cur := e.written.Load()
+			if at <= cur || e.written.CompareAndSwap(cur, at) {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// Close stops background writes, waits for a running one and writes the rest.
+func (u *connUsage) Close(ctx context.Context) error {
+	u.mu.Lock()
+	u.closed = true
+	u.mu.Unlock()
+	u.wg.Wait()
+	return u.Flush(ctx)
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"switchyard/models"
 	"switchyard/services"
 	"switchyard/services/resilience"
 )
@@ -28,7 +29,11 @@ type stateCollector struct {
 	leases      *prometheus.Desc
 }
 
+// newStateCollector builds the scrape-time collector. Like the collector,
+// the connection-usage tracker reads server state: it is bound here, once,
+// to the connection store its batches go to.
 func newStateCollector(s *Server) *stateCollector {
+	s.metrics.usage.bind(models.NewConnectionStore(s.db, s.keyring), s.log.With("component", "connection-usage"))
 	return &stateCollector{s: s,
 		breaker:     prometheus.NewDesc("switchyard_breaker_state", "Provider breaker state: 0 closed, 1 degraded, 2 half-open, 3 open.", []string{"provider"}, nil),
 		connections: prometheus.NewDesc("switchyard_connections", "Connections by provider and status.", []string{"provider", "status"}, nil),
