@@ -166,6 +166,7 @@ func snapshot(t *testing.T, a *testkit.App) string {
 type fixture struct {
 	conn, conn2, combo, combo2, key string
 	local                           string
+	localCombo                      string // one target pinned to local: combo tests stay on this machine
 }
 
 func newFixture(t *testing.T, a *testkit.App) fixture {
@@ -199,6 +200,12 @@ func newFixture(t *testing.T, a *testkit.App) fixture {
 		t.Fatal(err)
 	}
 	f.local = lc.ID
+	lcb, _, err := a.Server.Combos().Create(ctx, services.ComboInput{Name: "on-box",
+		Targets: []services.Target{{Provider: "ollama", Model: "llama3", ConnectionID: &f.local}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.localCombo = lcb.ID
 	k, _ := a.NewKey("fixture-key", services.ScopeInference)
 	f.key = k.ID
 	return f
@@ -250,10 +257,11 @@ func apiRoutes(f fixture) []apiRoute {
 		{"POST", "/api/resilience/cooldowns", "", `{"all":true}`, 200},
 		{"DELETE", "/api/connections/:id", f.conn2, "", 204},
 		{"GET", "/api/combos", "", "", 200},
-		{"POST", "/api/combos/reorder", "", `{"ids":["` + f.combo2 + `","` + f.combo + `"]}`, 200},
+		{"POST", "/api/combos/reorder", "", `{"ids":["` + f.combo2 + `","` + f.combo + `","` + f.localCombo + `"]}`, 200},
 		{"POST", "/api/combos", "", `{"name":"new-combo","targets":[{"provider":"openai","model":"gpt-4o"}]}`, 201},
 		{"GET", "/api/combos/:id", f.combo, "", 200},
 		{"GET", "/api/combos/:id/explain", f.combo, "", 200},
+		{"POST", "/api/combos/:id/test", f.localCombo, `{"force":false}`, 200},
 		{"PUT", "/api/combos/:id", f.combo, `{"name":"fast","description":"replaced","targets":[{"provider":"openai","model":"gpt-4o"}]}`, 200},
 		{"PATCH", "/api/combos/:id", f.combo, `{"name":"renamed-combo"}`, 200},
 		{"DELETE", "/api/combos/:id", f.combo2, "", 204},
@@ -897,7 +905,7 @@ func TestAPIBadInputIsRefusedAndChangesNothing(t *testing.T) {
 		})
 	}
 	// Counts through the API itself are unchanged too.
-	for path, want := range map[string]int{"/api/connections": 3, "/api/combos": 2, "/api/keys": 1} {
+	for path, want := range map[string]int{"/api/connections": 3, "/api/combos": 3, "/api/keys": 1} {
 		if n := len(itemsOf(t, a.mustJSON(t, "GET", path, "", 200))); n != want {
 			t.Errorf("%s has %d items, want %d", path, n, want)
 		}

@@ -31,6 +31,7 @@ func (s *Server) apiRoutes(g *echo.Group) {
 	g.PUT("/combos/:id", api.ReplaceCombo)
 	g.PATCH("/combos/:id", api.PatchCombo)
 	g.DELETE("/combos/:id", api.DeleteCombo)
+	g.POST("/combos/:id/test", (&handlers.ComboTestAPI{API: api, Tester: s.gateway}).TestCombo)
 
 	// Client API keys (§7).
 	g.GET("/keys", api.ListKeys)

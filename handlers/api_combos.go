@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"switchyard/services"
+	"switchyard/services/gateway"
 )
 
 // comboBody is a combo as POST and PUT receive it: the fields of
@@ -144,4 +146,58 @@ func (h *API) ReorderCombos(c echo.Context) error {
 	}
 	h.audit(c, "combo.reorder", "ids", b.IDs)
 	return writeAPIJSON(c, http.StatusOK, b)
+}
+
+// ComboTester probes the targets of a combo (the gateway implements it).
+type ComboTester interface {
+	TestCombo(ctx context.Context, c *services.Combo, force bool) []gateway.ComboTestResult
+}
+
+// ComboTestAPI serves POST /api/combos/{id}/test.
+type ComboTestAPI struct {
+	*API
+	Tester ComboTester
+}
+
+// comboTestBody is the optional body of POST /api/combos/{id}/test.
+type comboTestBody struct {
+	Force bool `json:"force"`
+}
+
+// comboTestJSON is the answer of POST /api/combos/{id}/test.
+type comboTestJSON struct {
+	Results []gateway.ComboTestResult `json:"results"`
+}
+
+// runComboTest loads a combo and probes its targets: the one code path of
+// the API route and the dashboard's Test button.
+func runComboTest(ctx context.Context, combos *services.Combos, tester ComboTester, id string, force bool) (services.Combo, []gateway.ComboTestResult, error) {
+	cb, err := combos.Get(ctx, id)
+	if err != nil {
+		return services.Combo{}, nil, err
+	}
+	results := tester.TestCombo(ctx, &cb, force)
+	if results == nil {
+		results = []gateway.ComboTestResult{}
+	}
+	return cb, results, nil
+}
+
+// TestCombo answers POST /api/combos/{id}/test with one result per target:
+// a small real request to each model target in order (it costs tokens);
+// targets the resilience gates hold back are skipped unless "force" is true.
+// A failed probe is still 200. Resilience state never changes.
+func (h *ComboTestAPI) TestCombo(c echo.Context) error {
+	var in comboTestBody
+	if c.Request().ContentLength > 0 {
+		if err := decodeJSON(c, &in); err != nil {
+			return err
+		}
+	}
+	cb, results, err := runComboTest(c.Request().Context(), h.Combos, h.Tester, c.Param("id"), in.Force)
+	if err != nil {
+		return err
+	}
+	h.audit(c, "combo.test", "id", cb.ID, "force", in.Force)
+	return writeAPIJSON(c, http.StatusOK, comboTestJSON{Results: results})
 }
