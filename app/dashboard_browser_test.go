@@ -536,6 +536,9 @@ func TestDashboardBrowser(t *testing.T) {
 	for _, id := range []string{bID, aID} {
 		b.do(chromedp.WaitVisible(brBadge(views.RowID(views.RowConnStatus, id), "healthy")))
 	}
+	// Test on fake-a: the result line appears in its row.
+	b.swap("#"+views.RowID(views.RowConnTest, aID), chromedp.Click(brTID(views.RowID(views.RowConnTestButton, aID))))
+	b.do(chromedp.WaitVisible(brText(views.RowID(views.RowConnTestResult, aID), "OK")))
 	b.shot("03-connections.png")
 	if html := b.html(); strings.Contains(html, "fk-good") || strings.Contains(html, "fk-missing") {
 		t.Error("the Connections page shows a provider key")
@@ -574,6 +577,13 @@ func TestDashboardBrowser(t *testing.T) {
 		len(combos.Items[0].Targets) != 2 || combos.Items[0].Targets[0].Model != "model-x" || combos.Items[0].Targets[1].Model != "model-y" {
 		t.Fatalf("stored combos %+v", combos.Items)
 	}
+	// Both targets show a ready dot; Preview routing lists fake/model-x first.
+	comboID := combos.Items[0].ID
+	for i := range 2 {
+		b.do(chromedp.WaitVisible(chromedp.CSS(`[data-testid="` + views.ComboDotID(comboID, i) + `"][data-readiness="ready"] .dot--ready`)))
+	}
+	b.do(chromedp.Click(brTID(views.RowID(views.RowComboPreview, comboID))),
+		chromedp.WaitVisible(brText(views.RowID(views.RowComboRoute, comboID)+"-1", "fake/model-x")), brSettled)
 
 	// 4. Create the key browser-test, allowed combo demo; the secret shows once.
 	b.step("4 create key", brStepTimeout)

@@ -1,13 +1,20 @@
 package app
 
-import "github.com/labstack/echo/v4"
+import (
+	"github.com/labstack/echo/v4"
+
+	"switchyard/handlers"
+)
 
 // dashboardRoutes registers the signed-in dashboard pages (50-dashboard §6).
 // The group already applies the setup gate, the admin session, cross-origin
 // protection and the security headers.
 func (s *Server) dashboardRoutes(g *echo.Group) {
 	d := s.dashboard
+	// Probes: the controls that go through the gateway, as their /api twins do.
+	p := &handlers.Probes{Dashboard: d, Tester: s.gateway, ComboTester: s.gateway, Explainer: s.gateway}
 	g.GET("/", d.OverviewPage)
+	g.GET("/overview/stats", d.OverviewStats)
 	s.runtimeRoutes(g)
 	s.settingsPageRoutes(g)
 
@@ -21,6 +28,7 @@ func (s *Server) dashboardRoutes(g *echo.Group) {
 	g.PUT("/connections/:id/enabled", d.ConnectionEnabled)
 	g.GET("/connections/:id/confirm-delete", d.ConnectionConfirmDelete)
 	g.DELETE("/connections/:id", d.ConnectionDelete)
+	g.POST("/connections/:id/test", p.ConnectionTest)
 
 	// Combos (§6.5).
 	g.GET("/combos", d.CombosPage)
@@ -34,6 +42,9 @@ func (s *Server) dashboardRoutes(g *echo.Group) {
 	g.POST("/combos/:id/duplicate", d.ComboDuplicate)
 	g.GET("/combos/:id/confirm-delete", d.ComboConfirmDelete)
 	g.DELETE("/combos/:id", d.ComboDelete)
+	g.GET("/combos/readiness", d.CombosReadiness)
+	g.GET("/combos/:id/preview", p.ComboPreview)
+	g.POST("/combos/:id/test", p.ComboTest)
 
 	// API keys (§6.6).
 	g.GET("/keys", d.KeysPage)

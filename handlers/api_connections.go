@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"net/http"
 	"slices"
 	"strings"
@@ -92,4 +93,20 @@ func (h *API) DeleteConnection(c echo.Context) error {
 	}
 	h.audit(c, "connection.delete", "id", id)
 	return c.NoContent(http.StatusNoContent)
+}
+
+// runConnectionTest sends the connection test and records the outcome as
+// lastTest: the same two calls as POST /api/connections/{id}/test, shared
+// with the dashboard's Test button.
+func runConnectionTest(ctx context.Context, conns *services.Connections, tester ConnectionTester, id string) (services.Connection, services.TestResult, error) {
+	cn, err := conns.Get(ctx, id)
+	if err != nil {
+		return services.Connection{}, services.TestResult{}, err
+	}
+	res := tester.TestConnection(ctx, cn)
+	cn, err = conns.RecordTest(ctx, cn.ID, res)
+	if err != nil {
+		return services.Connection{}, services.TestResult{}, err
+	}
+	return cn, res, nil
 }

@@ -16,7 +16,8 @@ import (
 
 const combosTitle, combosHref = "Combos", "/combos"
 
-// combosList loads the ordered list; focus names a move button to refocus.
+// combosList loads the ordered list with each target's readiness; focus
+// names a move button to refocus.
 func (d *Dashboard) combosList(ctx context.Context, focus string) (views.CombosListVM, error) {
 	combos, err := d.Combos.List(ctx)
 	if err != nil {
@@ -26,7 +27,7 @@ func (d *Dashboard) combosList(ctx context.Context, focus string) (views.CombosL
 	if err != nil {
 		return views.CombosListVM{}, err
 	}
-	return views.NewCombosListVM(combos, conns, focus), nil
+	return views.NewCombosListVM(combos, conns, focus).WithReadiness(d.comboReadiness(combos, conns)), nil
 }
 
 // renderCombosList answers with the list (htmx) or the page.

@@ -24,6 +24,7 @@ type CombosPageVM struct {
 type CombosListVM struct {
 	Rows           []ComboRowVM
 	Confirm        *ConfirmVM
+	Panel          *ComboPanelVM // routing preview or test results open under a row (full-page render)
 	OOB            bool
 	HasConnections bool
 }
@@ -57,6 +58,7 @@ type ComboRowVM struct {
 type TargetChipVM struct {
 	Text     string
 	Disabled bool
+	Ready    *ReadinessVM // whether routing could use it now (WithReadiness)
 }
 
 // NewCombosListVM builds the list in order. focus ("up:<id>" or

@@ -249,6 +249,7 @@ type ConnectionRowVM struct {
 	LastUsed    *TimeVM
 	LastTest    *TimeVM
 	TestText    string
+	TestResult  *ConnTestResultVM // the result of a test just run from this row
 	Confirm     *ConfirmVM
 }
 

@@ -1,0 +1,198 @@
+package views
+
+import (
+	"slices"
+	"strconv"
+	"time"
+
+	"switchyard/services"
+)
+
+// Overview traffic windows (50-dashboard §6.3): the switch offers these, the
+// first is the default.
+var OverviewWindows = []OverviewWindow{
+	{Key: "1h", Label: "Last hour", Span: time.Hour},
+	{Key: "24h", Label: "Last 24 hours", Span: 24 * time.Hour},
+}
+
+// OverviewWindow is one choice of the window switch.
+type OverviewWindow struct {
+	Key   string
+	Label string
+	Span  time.Duration
+}
+
+// LookupOverviewWindow finds a window by key; anything unknown is the default.
+func LookupOverviewWindow(key string) OverviewWindow {
+	for _, w := range OverviewWindows {
+		if w.Key == key {
+			return w
+		}
+	}
+	return OverviewWindows[0]
+}
+
+// OverviewStatsVM is the polled region of the Overview: the window switch,
+// the traffic tiles and the resilience counts.
+type OverviewStatsVM struct {
+	Now        time.Time
+	Window     OverviewWindow
+	Traffic    TrafficVM
+	Resilience ResilienceTilesVM
+}
+
+// WindowURL is the stats fragment of a window (polled and switched to).
+func WindowURL(key string) string { return "/overview/stats?window=" + key }
+
+// TrafficVM summarises the request log over the window. Success means a 2xx
+// final status that, for a stream, ended without an in-band error; client
+// aborts are counted apart and left out of the success rate. Latency
+// percentiles are over non-streamed requests (total time), time to first
+// byte over streamed ones.
+type TrafficVM struct {
+	Requests  int
+	Successes int
+	Aborted   int
+	Failovers int
+	TokensIn  int64
+	TokensOut int64
+	P50, P95  int64 // ms; valid when HasLatency
+	TTFB50    int64
+	TTFB95    int64
+
+	HasLatency bool
+	HasTTFB    bool
+	// Truncated: the window held more requests than were read; the figures
+	// cover the newest Requests of them, back to Oldest.
+	Truncated bool
+	Oldest    time.Time
+}
+
+// NewTrafficVM summarises request log entries (any order). truncated says
+// the window held more entries than these.
+func NewTrafficVM(entries []services.RequestLogEntry, truncated bool) TrafficVM {
+	vm := TrafficVM{Requests: len(entries), Truncated: truncated}
+	var lat, ttfb []int64
+	for _, e := range entries {
+		if vm.Oldest.IsZero() || e.CreatedAt.Before(vm.Oldest) {
+			vm.Oldest = e.CreatedAt
+		}
+		vm.TokensIn += e.PromptTokens
+		vm.TokensOut += e.CompletionTokens
+		if e.Attempts > 1 {
+			vm.Failovers++
+		}
+		if e.Outcome == services.RequestOutcomeAborted {
+			vm.Aborted++
+			continue
+		}
+		if e.Status >= 200 && e.Status < 300 && e.Outcome != services.RequestOutcomeUpstreamError &&
+			e.Outcome != services.RequestOutcomeClientError {
+			vm.Successes++
+		}
+		if e.Stream {
+			if e.TtftMs != nil {
+				ttfb = append(ttfb, *e.TtftMs)
+			}
+		} else {
+			lat = append(lat, e.LatencyMs)
+		}
+	}
+	if len(lat) > 0 {
+		vm.HasLatency, vm.P50, vm.P95 = true, percentile(lat, 50), percentile(lat, 95)
+	}
+	if len(ttfb) > 0 {
+		vm.HasTTFB, vm.TTFB50, vm.TTFB95 = true, percentile(ttfb, 50), percentile(ttfb, 95)
+	}
+	return vm
+}
+
+// percentile is the nearest-rank percentile p of values (sorted in place).
+func percentile(values []int64, p int) int64 {
+	slices.Sort(values)
+	rank := (p*len(values) + 99) / 100 // ceil(p/100 · n)
+	if rank < 1 {
+		rank = 1
+	}
+	return values[rank-1]
+}
+
+// SuccessRateText is the success rate with one decimal, "—" with no request
+// that counts.
+func (t TrafficVM) SuccessRateText() string {
+	n := t.Requests - t.Aborted
+	if n <= 0 {
+		return "—"
+	}
+	return strconv.FormatFloat(float64(t.Successes)*100/float64(n), 'f', 1, 64) + " %"
+}
+
+// SuccessClass warns when fewer than 95 % of the counted requests succeeded.
+func (t TrafficVM) SuccessClass() string {
+	n := t.Requests - t.Aborted
+	switch {
+	case n <= 0:
+		return ""
+	case t.Successes*100 < n*80:
+		return "tile--danger"
+	case t.Successes*100 < n*95:
+		return "tile--warning"
+	}
+	return ""
+}
+
+// latencyOrDash renders a percentile, or "—" without data.
+func latencyOrDash(ok bool, ms int64) string {
+	if !ok {
+		return "—"
+	}
+	return LatencyText(ms)
+}
+
+// ResilienceTilesVM is "Resilience at a glance": each count links to its
+// Runtime panel and uses the warning style when not zero.
+type ResilienceTilesVM struct {
+	OpenBreakers int
+	Cooling      int
+	Terminal     int
+	Locked       int
+	Leases       int
+	Queued       int
+}
+
+// ResilienceTile is one count of ResilienceTilesVM.
+type ResilienceTile struct {
+	ID    string
+	Label string
+	N     int
+	Href  string
+}
+
+// Tiles lists the counts in display order.
+func (r ResilienceTilesVM) Tiles() []ResilienceTile {
+	return []ResilienceTile{
+		{OverviewBreakersID, "Open breakers", r.OpenBreakers, "/runtime#" + BreakersPanelID},
+		{OverviewCoolingID, "Cooling connections", r.Cooling, "/runtime#" + CooldownsPanelID},
+		{OverviewTerminalID, "Terminal connections", r.Terminal, "/runtime#" + CooldownsPanelID},
+		{OverviewLockedID, "Locked models", r.Locked, "/runtime#" + ModelCooldownsCardID},
+		{OverviewLeasesID, "Active leases", r.Leases, "/runtime#" + LeasesPanelID},
+		{OverviewQueuedID, "Queued requests", r.Queued, "/runtime#" + QueuesPanelID},
+	}
+}
+
+// trafficNote says what the figures cover.
+func (vm OverviewStatsVM) trafficNote(now time.Time) string {
+	t := vm.Traffic
+	if t.Truncated {
+		return "From the newest " + Thousands(int64(t.Requests)) + " requests in the request log (back to " +
+			Ago(t.Oldest, now) + "); older requests of this window are not counted."
+	}
+	word := "requests"
+	if t.Requests == 1 {
+		word = "request"
+	}
+	return vm.Window.Label + ", from the request log: " + Thousands(int64(t.Requests)) + " " + word + "."
+}
+
+// TrafficNote is trafficNote at the time the figures were read.
+func (vm OverviewStatsVM) TrafficNote() string { return vm.trafficNote(vm.Now) }
