@@ -203,6 +203,13 @@ func (s *Server) Close() error {
 	}
 	s.keys.WaitTouches()
 	s.flushResilience(s.log)
+	if s.metrics != nil && s.metrics.usage != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if err := s.metrics.usage.Close(ctx); err != nil {
+			s.log.Warn("connection last-used times not written at shutdown", "err", err)
+		}
+		cancel()
+	}
 	if s.quota != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		if err := s.quota.Close(ctx); err != nil {

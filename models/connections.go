@@ -213,7 +213,7 @@ func (s *ConnectionStore) UpdateConnection(ctx context.Context, c services.Conne
 	}
 	// The live resilience state is owned by the cooldown state machine
 	// (ConnectionStateStore); a configuration edit never overwrites it.
-	res := s.db.WithContext(ctx).Model(&connectionRow{}).Where("id = ?", c.ID).Select("*").Omit(append([]string{"created_at"}, liveStateColumns...)...).Updates(&row)
+	res := s.db.WithContext(ctx).Model(&connectionRow{}).Where("id = ?", c.ID).Select("*").Omit(append([]string{"created_at", "last_used_at"}, liveStateColumns...)...).Updates(&row)
 	if res.Error != nil {
 		return translate(res.Error, "update connection "+c.ID)
 	}

@@ -262,6 +262,9 @@ type attemptState struct {
 	// connReason is the reason of each connection's last failure here.
 	retryable  []target
 	connReason map[string]resilience.Reason
+	// pickCands and pickConns are pick's reusable candidate buffers.
+	pickCands []accounts.Candidate
+	pickConns []*services.Connection
 }
 
 // retryReason reports the failures a retry pass may try again (§6.3).
@@ -696,6 +699,7 @@ func (g *Gateway) walkTarget(ctx context.Context, out *clientWriter, s *Snapshot
 				g.routeState.OnSuccess(t.comboID, t.id, conn.ID)
 			}
 			g.obs.Attempt(t.provider.ID, "success")
+			g.obs.Served(conn.ID, g.clock.Now())
 			if pin := g.pinID(req, t.provider.ID); pin != "" {
 				_ = g.traffic.Pins.Pin(context.WithoutCancel(ctx), pin, req.Key.ID, t.provider.ID, conn.ID)
 			}
@@ -825,12 +829,23 @@ func (g *Gateway) siblings(s *Snapshot, provider string) []resilience.ConnRef {
 // The connection gates of 30-routing §5 (7–9, 12) run here; when nothing is
 // eligible the target's exclusion names its soonest-ending blocker.
 func (g *Gateway) pick(s *Snapshot, t target, req *Request, st *attemptState, set *Settings, record bool) *services.Connection {
-	var eligible []accounts.Candidate
-	var conns []*services.Connection // conns[i] is eligible[i]'s connection
-	var soonest *resilience.Blocker
+	// The candidate buffers live in the attempt state: one request's picks
+	// reuse them, so a pick allocates nothing once they have grown.
+	eligible, conns := st.pickCands[:0], st.pickConns[:0] // conns[i] is eligible[i]'s connection
+	defer func() { st.pickCands, st.pickConns = eligible[:0], conns[:0] }()
+	var soonest resilience.Blocker
 	soonestConn := ""
 	allLocked, any := true, false
 	hard := ""
+	now := g.clock.Now()
+	mk := resilience.KeysForModel(t.provider.ID, t.model)
+	if _, ok := pipelineFor(req.Inbound, t.provider.Format, set.DefaultMaxTokens); !ok {
+		if record {
+			st.exclude(t, "", "unavailable", "incompatible", 0) // e.g. embeddings on an anthropic-format upstream
+			g.obs.Excluded("incompatible")
+		}
+		return nil
+	}
 	for _, c := range s.Connections(t.provider.ID) {
 		if t.connID != "" && c.ID != t.connID {
 			continue
@@ -855,15 +870,13 @@ func (g *Gateway) pick(s *Snapshot, t target, req *Request, st *attemptState, se
 			}
 			continue
 		}
-		if _, ok := pipelineFor(req.Inbound, t.provider.Format, set.DefaultMaxTokens); !ok {
-			hard = "incompatible"
-			continue // e.g. embeddings on an anthropic-format upstream
+		b, blocked := g.res.BlockerKeys(t.provider.ID, c.ID, mk, now)
+		if !blocked && g.quota != nil {
+			if qb := g.quotaBlocker(c, now); qb != nil {
+				b, blocked = *qb, true
+			}
 		}
-		b := g.res.ConnectionBlocker(t.provider.ID, c.ID, t.model)
-		if b == nil {
-			b = g.quotaBlocker(c, g.clock.Now())
-		}
-		if b != nil {
+		if blocked {
 			any = true
 			if b.Waitable {
 				st.noteWaitable(b.RetryAfter)
@@ -876,7 +889,7 @@ func (g *Gateway) pick(s *Snapshot, t target, req *Request, st *attemptState, se
 			if b.Reason != "model_lockout" {
 				allLocked = false
 			}
-			if soonest == nil || b.RetryAfter < soonest.RetryAfter {
+			if soonestConn == "" || b.RetryAfter < soonest.RetryAfter {
 				soonest, soonestConn = b, c.ID
 			}
 			continue
@@ -889,7 +902,7 @@ func (g *Gateway) pick(s *Snapshot, t target, req *Request, st *attemptState, se
 	if len(eligible) == 0 {
 		if record {
 			switch {
-			case soonest != nil:
+			case soonestConn != "":
 				reason, detail := "unavailable", soonest.Reason
 				if soonest.Reason == "model_lockout" && allLocked && any {
 					reason, detail = "model_lockout", ""

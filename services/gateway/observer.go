@@ -13,6 +13,9 @@ type Observer interface {
 	TTFB(provider string, d time.Duration)
 	EmergencyFallback(outcome string)
 	Waited(combo bool)
+	// Served reports the connection that served a request successfully
+	// (the dashboard's "last used"; persisted in batches, never per request).
+	Served(connectionID string, at time.Time)
 }
 
 type nopObserver struct{}
@@ -25,3 +28,4 @@ func (nopObserver) PoolExhausted(string)       {}
 func (nopObserver) TTFB(string, time.Duration) {}
 func (nopObserver) EmergencyFallback(string)   {}
 func (nopObserver) Waited(bool)                {}
+func (nopObserver) Served(string, time.Time)   {}

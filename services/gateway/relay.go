@@ -104,8 +104,8 @@ func (g *Gateway) WaitRelay() { g.relay.wg.Wait() }
 // relayAfterSuccess starts a summary when the served connection's known
 // long-window utilisation reached the threshold.
 func (g *Gateway) relayAfterSuccess(t target, conn *services.Connection, req *Request, set *Settings) {
-	if req.SessionKey == "" || req.Route.Combo == nil || g.quota == nil {
-		return
+	if !explicitSession(req.SessionKey) || req.Route.Combo == nil || g.quota == nil {
+		return // a session named by a header or body field, not a prompt hash
 	}
 	c, ok := g.reg.Snapshot().ComboByID(t.comboID)
 	if !ok || c.Strategy != "context-relay" {
@@ -251,7 +251,7 @@ func relayLines(req *Request, n int) string {
 // record made on another connection not yet given to conn; nil otherwise.
 // The record is marked as given to conn.
 func (g *Gateway) relayInjection(t target, conn *services.Connection, req *Request) *Request {
-	if req.SessionKey == "" || t.comboID == "" || req.Inbound != InboundChat {
+	if !explicitSession(req.SessionKey) || t.comboID == "" || req.Inbound != InboundChat {
 		return nil
 	}
 	id := relayID(req, t.comboID)

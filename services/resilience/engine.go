@@ -83,20 +83,35 @@ func (e *Engine) AllowProvider(provider string, profile Profile, connectionID st
 // ConnectionBlocker runs the connection-level gates that resilience owns:
 // terminal state, model lockout (§7), cooldown (§4). nil = eligible.
 func (e *Engine) ConnectionBlocker(provider, connectionID, model string) *Blocker {
+	if b, blocked := e.BlockerAt(provider, connectionID, model, e.clock.Now()); blocked {
+		return &b
+	}
+	return nil
+}
+
+// BlockerAt is ConnectionBlocker at a given instant, by value: the account
+// pick runs it for every connection of a provider, so it allocates nothing
+// and reads the clock once per pick, not once per connection.
+func (e *Engine) BlockerAt(provider, connectionID, model string, now time.Time) (Blocker, bool) {
+	return e.BlockerKeys(provider, connectionID, KeysForModel(provider, model), now)
+}
+
+// BlockerKeys is BlockerAt with the model's lock keys computed once by the
+// caller (KeysForModel) for all the connections it checks.
+func (e *Engine) BlockerKeys(provider, connectionID string, mk ModelKeys, now time.Time) (Blocker, bool) {
 	terminal, coolReason := e.Cooldowns.Flags(connectionID)
 	if terminal != "" {
-		return &Blocker{Reason: terminal}
+		return Blocker{Reason: terminal}, true
 	}
-	now := e.clock.Now()
-	if rec, locked := e.Lockouts.Blocking(provider, connectionID, model); locked {
-		return &Blocker{Reason: "model_lockout", RetryAfter: rec.Until.Sub(now), Waitable: Waitable(Reason(rec.Reason))}
+	if rec, locked := e.Lockouts.blockingAt(provider, connectionID, mk, now); locked {
+		return Blocker{Reason: "model_lockout", RetryAfter: rec.Until.Sub(now), Waitable: Waitable(Reason(rec.Reason))}, true
 	}
 	if until, cooling := e.Cooldowns.Cooling(connectionID); cooling {
 		// Waitable by the reason that wrote the deadline (§9), not by the
 		// latest error, which a failure absorbed in the episode overwrote.
-		return &Blocker{Reason: "cooling", RetryAfter: until.Sub(now), Waitable: Waitable(Reason(coolReason))}
+		return Blocker{Reason: "cooling", RetryAfter: until.Sub(now), Waitable: Waitable(Reason(coolReason))}, true
 	}
-	return nil
+	return Blocker{}, false
 }
 
 // Release frees a breaker probe slot that did not dispatch or ended without a verdict.

@@ -75,6 +75,24 @@ func ModelLockKey(shape LockShape, provider, model string) string {
 
 // LockKeysFor returns the three keys (family, base, exact) that lock model on
 // one connection.
+// ModelKeys are a model's three lock keys (family, base, exact), computed
+// once per request rather than once per connection checked.
+type ModelKeys struct{ Family, Base, Exact string }
+
+// KeysForModel computes the lock keys of a model of provider.
+func KeysForModel(provider, model string) ModelKeys {
+	return ModelKeys{Family: QuotaFamily(provider, model), Base: BaseModel(model), Exact: ExactModel(model)}
+}
+
+// lockKeys are the three keys of ModelKeys on one connection.
+func (m ModelKeys) lockKeys(provider, connectionID string) [3]LockKey {
+	return [3]LockKey{
+		{Provider: provider, ConnectionID: connectionID, Shape: ShapeFamily, Key: m.Family},
+		{Provider: provider, ConnectionID: connectionID, Shape: ShapeBase, Key: m.Base},
+		{Provider: provider, ConnectionID: connectionID, Shape: ShapeExact, Key: m.Exact},
+	}
+}
+
 func LockKeysFor(provider, connectionID, model string) [3]LockKey {
 	return [3]LockKey{
 		{Provider: provider, ConnectionID: connectionID, Shape: ShapeFamily, Key: QuotaFamily(provider, model)},

@@ -304,8 +304,16 @@ func (l *Lockouts) Blocking(provider, connectionID, model string) (rec LockoutRe
 	if l.size.Load() == 0 || !l.cfg().Enabled {
 		return LockoutRecord{}, false
 	}
-	now := l.clock.Now()
-	keys := LockKeysFor(provider, connectionID, model)
+	return l.blockingAt(provider, connectionID, KeysForModel(provider, model), l.clock.Now())
+}
+
+// blockingAt is Blocking with the model's keys computed and the time read
+// by the caller.
+func (l *Lockouts) blockingAt(provider, connectionID string, mk ModelKeys, now time.Time) (rec LockoutRecord, locked bool) {
+	if l.size.Load() == 0 || !l.cfg().Enabled {
+		return LockoutRecord{}, false
+	}
+	keys := mk.lockKeys(provider, connectionID)
 	sh := l.shard(provider, connectionID)
 	sh.mu.RLock()
 	for _, k := range keys {
