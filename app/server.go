@@ -266,6 +266,9 @@ func (s *Server) Egress() *services.EgressGuard      { return s.egress }
 // Gateway returns the proxy engine (tests tune its settings).
 func (s *Server) Gateway() *gateway.Gateway { return s.gateway }
 
+// Quota returns the learned quota windows of every connection.
+func (s *Server) Quota() *quota.Tracker { return s.quota }
+
 // RequestLogs returns the request-log store (tests and the logs pages).
 func (s *Server) RequestLogs() *models.RequestLogStore { return s.logStore }
 

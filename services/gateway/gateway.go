@@ -199,6 +199,12 @@ func exclusionReasons(diag []Exclusion) []string {
 // feeds it, gate 10 and the quota strategies read it.
 func (g *Gateway) SetQuota(t *quota.Tracker) { g.quota = t }
 
+// QuotaBlocker is gate 10 for the dashboard's readiness view: the quota
+// window blocking c now, nil when none does.
+func (g *Gateway) QuotaBlocker(c *services.Connection) *resilience.Blocker {
+	return g.quotaBlocker(c, g.clock.Now())
+}
+
 // quotaBlocker is gate 10 (30-routing §8.4) for one connection, nil when
 // the quota windows allow it. It is a timer but not waitable: windows
 // reset in hours, past any cooldown wait.
