@@ -70,6 +70,9 @@ func (s *Server) wireGateway(ctx context.Context, seed uint64) error {
 	}
 	s.gateway.SetQuota(s.quota)
 	s.gateway.SetLogger(s.log)
+	if err := s.gateway.UseHandoffStore(ctx, models.NewHandoffStore(s.db)); err != nil {
+		return err
+	}
 	s.gateway.UseSettingsSource(func() *gateway.Settings { return &s.gwSettings.get().set })
 	return nil
 }

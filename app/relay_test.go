@@ -1,11 +1,14 @@
 package app_test
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"switchyard/internal/testkit"
 	"switchyard/internal/testkit/fakeupstream"
+	"switchyard/models"
 	"switchyard/services"
 )
 
@@ -50,6 +53,15 @@ func TestContextRelayCarriesSummaryToNextConnection(t *testing.T) {
 	x2 = f.fu.HitsFor("fk-a2")
 	if msgs, _ := hitMessages(t, x2[len(x2)-1]); len(msgs) != 2 {
 		t.Fatalf("injected twice on x2: %+v", msgs)
+	}
+	// The record is persisted with its destination, so a restart neither
+	// loses it nor injects it again on x2.
+	f.app.Server.Gateway().WaitRelay()
+	db := testkit.OpenDBAt(t, filepath.Join(f.app.DataDir, "switchyard.db"), f.app.Clock.Now)
+	hs, err := models.NewHandoffStore(db).LoadHandoffs(t.Context(), f.app.Clock.Now())
+	if err != nil || len(hs) != 1 || hs[0].Source != f.conns["fk-a"].ID || len(hs[0].Injected) != 1 ||
+		hs[0].Injected[0] != f.conns["fk-a2"].ID || hs[0].Summary.Summary != "refactoring the parser" {
+		t.Fatalf("persisted handoffs %+v %v", hs, err)
 	}
 }
 

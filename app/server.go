@@ -203,6 +203,9 @@ func (s *Server) Close() error {
 	}
 	s.keys.WaitTouches()
 	s.flushResilience(s.log)
+	if s.gateway != nil {
+		s.gateway.WaitRelayWrites()
+	}
 	if s.metrics != nil && s.metrics.usage != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		if err := s.metrics.usage.Close(ctx); err != nil {

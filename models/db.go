@@ -123,7 +123,7 @@ func Rows() []any {
 	return []any{&customProviderRow{}, &connectionRow{}, &comboRow{}, &apiKeyRow{}, &settingRow{},
 		&adminCredentialRow{}, &adminSessionRow{}, &BreakerRow{}, &ModelLockoutRow{}, &AffinityPinRow{},
 		&LeaseRow{}, &LearnedRateLimitRow{}, &LearnedToolLimitRow{}, &QuotaWindowRow{}, &RequestLogRow{},
-		&ComboLKGPRow{}}
+		&ComboLKGPRow{}, &ContextHandoffRow{}}
 }
 
 func ms(t *time.Time) *int64 {

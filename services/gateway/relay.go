@@ -61,23 +61,100 @@ func relayConfigOf(set *Settings, c *services.Combo) relayConfig {
 	return rc
 }
 
-// handoff is one stored summary.
-type handoff struct {
+// HandoffSummary is the structured summary the handoff model returns.
+type HandoffSummary struct {
 	Summary        string   `json:"summary"`
 	KeyDecisions   []string `json:"keyDecisions"`
 	TaskProgress   string   `json:"taskProgress"`
 	ActiveEntities []string `json:"activeEntities"`
-	source         string   // the connection the summary was made on
-	expires        time.Time
-	injected       map[string]bool // destination connections already given it
+}
+
+// Handoff is one stored context-relay record, as persisted.
+type Handoff struct {
+	ID        string // hash of (client key, session key, combo)
+	Source    string // the connection the summary was made on
+	Summary   HandoffSummary
+	Injected  []string // destination connections already given it
+	ExpiresAt time.Time
+}
+
+// HandoffStore persists handoff records (30-routing §9: persisted, TTL).
+type HandoffStore interface {
+	LoadHandoffs(ctx context.Context, now time.Time) ([]Handoff, error)
+	SaveHandoff(ctx context.Context, h Handoff) error
+	DeleteExpiredHandoffs(ctx context.Context, now time.Time) (int, error)
+}
+
+// handoff is one record in memory.
+type handoff struct {
+	HandoffSummary
+	source   string
+	expires  time.Time
+	injected map[string]bool
+}
+
+func (h *handoff) persisted(id string) Handoff {
+	out := Handoff{ID: id, Source: h.source, Summary: h.HandoffSummary, ExpiresAt: h.expires, Injected: []string{}}
+	for c := range h.injected {
+		out.Injected = append(out.Injected, c)
+	}
+	return out
 }
 
 // relayStore holds the handoff records per (key, session, combo).
 type relayStore struct {
-	mu   sync.Mutex
-	recs map[string]*handoff
-	busy map[string]bool // a summary is being made
-	wg   sync.WaitGroup
+	mu    sync.Mutex
+	recs  map[string]*handoff
+	busy  map[string]bool // a summary is being made
+	wg     sync.WaitGroup // summaries and writes in progress
+	writes sync.WaitGroup // writes in progress
+	store  HandoffStore
+}
+
+// UseHandoffStore loads the live handoff records and writes every later
+// change through store.
+func (g *Gateway) UseHandoffStore(ctx context.Context, store HandoffStore) error {
+	now := g.clock.Now()
+	if _, err := store.DeleteExpiredHandoffs(ctx, now); err != nil {
+		return err
+	}
+	hs, err := store.LoadHandoffs(ctx, now)
+	if err != nil {
+		return err
+	}
+	g.relay.mu.Lock()
+	defer g.relay.mu.Unlock()
+	g.relay.store = store
+	if g.relay.recs == nil {
+		g.relay.busy, g.relay.recs = map[string]bool{}, map[string]*handoff{}
+	}
+	for _, h := range hs {
+		rec := &handoff{HandoffSummary: h.Summary, source: h.Source, expires: h.ExpiresAt, injected: map[string]bool{}}
+		for _, c := range h.Injected {
+			rec.injected[c] = true
+		}
+		g.relay.recs[h.ID] = rec
+	}
+	return nil
+}
+
+// saveHandoff writes a record in the background (never on the response path).
+func (g *Gateway) saveHandoff(h Handoff) {
+	store := g.relay.store
+	if store == nil {
+		return
+	}
+	g.relay.wg.Add(1)
+	g.relay.writes.Add(1)
+	go func() {
+		defer g.relay.wg.Done()
+		defer g.relay.writes.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := store.SaveHandoff(ctx, h); err != nil && g.log != nil {
+			g.log.Error("save context handoff", "err", err)
+		}
+	}()
 }
 
 func relayID(req *Request, comboID string) string {
@@ -98,8 +175,11 @@ func (g *Gateway) RelayRecords() int {
 	return n
 }
 
-// WaitRelay waits for summaries in progress (graceful shutdown, tests).
+// WaitRelay waits for summaries and record writes in progress (tests).
 func (g *Gateway) WaitRelay() { g.relay.wg.Wait() }
+
+// WaitRelayWrites waits for handoff record writes (before the store closes).
+func (g *Gateway) WaitRelayWrites() { g.relay.writes.Wait() }
 
 // relayAfterSuccess starts a summary when the served connection's known
 // long-window utilisation reached the threshold.
@@ -159,7 +239,9 @@ func (g *Gateway) relayAfterSuccess(t target, conn *services.Connection, req *Re
 		h.source, h.expires, h.injected = conn.ID, g.clock.Now().Add(rc.ttl), map[string]bool{}
 		g.relay.mu.Lock()
 		g.relay.recs[id] = h
+		p := h.persisted(id)
 		g.relay.mu.Unlock()
+		g.saveHandoff(p)
 	}()
 }
 
@@ -212,8 +294,8 @@ func (g *Gateway) summarise(sr *Request, lines string) (*handoff, bool) {
 	}
 	var h handoff
 	trimmed := strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(text, "```json"), "```"), "```")
-	if json.Unmarshal([]byte(strings.TrimSpace(trimmed)), &h) != nil || h.Summary == "" {
-		h = handoff{Summary: text} // not the JSON asked for: keep the raw text
+	if json.Unmarshal([]byte(strings.TrimSpace(trimmed)), &h.HandoffSummary) != nil || h.Summary == "" {
+		h = handoff{HandoffSummary: HandoffSummary{Summary: text}} // not the JSON asked for: keep the raw text
 	}
 	return &h, true
 }
@@ -266,6 +348,7 @@ func (g *Gateway) relayInjection(t target, conn *services.Connection, req *Reque
 		return nil
 	}
 	h.injected[conn.ID] = true
+	g.saveHandoff(h.persisted(id))
 	var sb strings.Builder
 	sb.WriteString("Context carried over from an earlier session:\nSummary: ")
 	sb.WriteString(h.Summary)
