@@ -103,11 +103,11 @@ func (h *handoff) persisted(id string) Handoff {
 
 // relayStore holds the handoff records per (key, session, combo).
 type relayStore struct {
-	mu    sync.Mutex
-	recs  map[string]*handoff
-	busy  map[string]bool // a summary is being made
-	wg     sync.WaitGroup // summaries and writes in progress
-	writes sync.WaitGroup // writes in progress
+	mu     sync.Mutex
+	recs   map[string]*handoff
+	busy   map[string]bool // a summary is being made
+	wg     sync.WaitGroup  // summaries and writes in progress
+	writes sync.WaitGroup  // writes in progress
 	store  HandoffStore
 }
 
