@@ -4,18 +4,33 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 
 	"switchyard/services"
 )
 
-// insertChunk is the rows per INSERT. The driver binds each parameter with a
-// scan over all of them, so large multi-row INSERTs cost quadratically: 10 rows
-// (380 parameters) write a 256-entry batch about twice as fast as 100.
-const insertChunk = 10
+// insertChunk is the rows per INSERT statement. The driver parses every
+// statement anew (it keeps no prepared statements) and binds each parameter
+// with a scan over all of them, so a batch is written as a few multi-row
+// INSERTs whose values are SQL literals: 64 rows per statement write a
+// 256-entry batch about 1.6 times as fast as gorm's 10-row statements with
+// bound parameters (BenchmarkWriteRequestLogs).
+const insertChunk = 64
+
+// maxInlineText is the longest string written as a literal; longer ones
+// (captured bodies) and any holding a NUL byte are bound parameters.
+const maxInlineText = 1024
+
+// requestLogColumns lists request_logs in the order appendRow writes values.
+const requestLogColumns = "id, created_at, client_request_id, api_key_id, api_key_name, api_key_prefix, method, endpoint, " +
+	"inbound_format, stream, stream_outcome, requested_model, resolved_kind, combo_name, combo_path, strategy, " +
+	"provider, model, connection_id, upstream_format, status, outcome, error_code, attempts, attempt_log, " +
+	"prompt_tokens, cached_tokens, cache_write_tokens, completion_tokens, reasoning_tokens, latency_ms, ttft_ms, " +
+	"upstream_latency_ms, warnings, affinity_hit, lease_managed, emergency_fallback, bodies_captured, bodies"
 
 // purgeChunk bounds how long one retention DELETE holds the single write connection.
 const purgeChunk = 5000
@@ -48,8 +63,22 @@ func (s *RequestLogStore) WriteRequestLogs(ctx context.Context, entries []servic
 		rows[i] = row
 	}
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		return tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "id"}}, DoNothing: true}).
-			CreateInBatches(&rows, insertChunk).Error
+		var ins insertBuilder
+		for start := 0; start < len(rows); start += insertChunk {
+			ins.reset()
+			chunk := rows[start:min(start+insertChunk, len(rows))]
+			for i := range chunk {
+				if i > 0 {
+					ins.sql = append(ins.sql, ',')
+				}
+				ins.appendRow(&chunk[i])
+			}
+			ins.sql = append(ins.sql, " ON CONFLICT (id) DO NOTHING"...)
+			if _, err := tx.Statement.ConnPool.ExecContext(ctx, string(ins.sql), ins.args...); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	return translate(err, fmt.Sprintf("write %d request logs", len(entries)))
 }
@@ -221,3 +250,89 @@ func (r RequestLogRow) domain() services.RequestLogEntry {
 	}
 	return e
 }
+
+// insertBuilder assembles one multi-row INSERT into request_logs.
+type insertBuilder struct {
+	sql  []byte
+	args []any
+}
+
+func (b *insertBuilder) reset() {
+	b.sql = append(b.sql[:0], "INSERT INTO request_logs ("+requestLogColumns+") VALUES "...)
+	clear(b.args)
+	b.args = b.args[:0]
+}
+
+// appendRow writes the parenthesised values of r in requestLogColumns order.
+func (b *insertBuilder) appendRow(r *RequestLogRow) {
+	b.sql = append(b.sql, '(')
+	b.text(r.ID)
+	b.int(r.CreatedAt)
+	for _, v := range [...]string{r.ClientRequestID, r.APIKeyID, r.APIKeyName, r.APIKeyPrefix, r.Method, r.Endpoint, r.InboundFormat} {
+		b.text(v)
+	}
+	b.bool(r.Stream)
+	for _, v := range [...]string{r.StreamOutcome, r.RequestedModel, r.ResolvedKind, r.ComboName, r.ComboPath, r.Strategy,
+		r.Provider, r.Model, r.ConnectionID, r.UpstreamFormat} {
+		b.text(v)
+	}
+	b.int(int64(r.Status))
+	b.text(r.Outcome)
+	b.text(r.ErrorCode)
+	b.int(int64(r.Attempts))
+	b.text(r.AttemptLog)
+	for _, v := range [...]int64{r.PromptTokens, r.CachedTokens, r.CacheWriteTokens, r.CompletionTokens, r.ReasoningTokens, r.LatencyMs} {
+		b.int(v)
+	}
+	if r.TtftMs == nil {
+		b.null()
+	} else {
+		b.int(*r.TtftMs)
+	}
+	b.int(r.UpstreamLatencyMs)
+	b.text(r.Warnings)
+	for _, v := range [...]bool{r.AffinityHit, r.LeaseManaged, r.EmergencyFallback, r.BodiesCaptured} {
+		b.bool(v)
+	}
+	if r.Bodies == nil {
+		b.null()
+	} else {
+		b.text(*r.Bodies)
+	}
+	b.sql[len(b.sql)-1] = ')' // replaces the last separator
+}
+
+// text writes s as a quoted SQL literal (a quote is doubled; SQLite has no
+// other escapes), or as a bound parameter when it is long or holds a NUL,
+// which would end the statement text early.
+func (b *insertBuilder) text(s string) {
+	if len(s) > maxInlineText || strings.IndexByte(s, 0) >= 0 {
+		b.sql = append(b.sql, "?,"...)
+		b.args = append(b.args, s)
+		return
+	}
+	b.sql = append(b.sql, '\'')
+	for {
+		i := strings.IndexByte(s, '\'')
+		if i < 0 {
+			break
+		}
+		b.sql = append(append(b.sql, s[:i+1]...), '\'')
+		s = s[i+1:]
+	}
+	b.sql = append(append(b.sql, s...), '\'', ',')
+}
+
+func (b *insertBuilder) int(n int64) {
+	b.sql = append(strconv.AppendInt(b.sql, n, 10), ',')
+}
+
+func (b *insertBuilder) bool(v bool) {
+	if v {
+		b.sql = append(b.sql, "1,"...)
+	} else {
+		b.sql = append(b.sql, "0,"...)
+	}
+}
+
+func (b *insertBuilder) null() { b.sql = append(b.sql, "NULL,"...) }

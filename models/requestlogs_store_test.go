@@ -2,10 +2,12 @@ package models_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -443,4 +445,47 @@ func BenchmarkWriteRequestLogs(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// Values are written as SQL literals or, when long or holding a NUL, as bound
+// parameters; either way every byte comes back as stored.
+func TestRequestLogStringsRoundTrip(t *testing.T) {
+	s := newLogStore(t)
+	odd := []string{
+		"", "'", "''", "it's", "'; DROP TABLE request_logs; --", `\'`, "a\x00b", "\x00", "line\nbreak\r\t",
+		"snow ☃ 雪", "bad utf-8 \xff\xfe", "?", "?1", ":name", "$1", strings.Repeat("x'", 600), strings.Repeat("y", 5000) + "\x00",
+	}
+	var batch []services.RequestLogEntry
+	for i, v := range odd {
+		e := fullEntry()
+		e.ID = fmt.Sprintf("r%02d%s", i, v)
+		e.CreatedAt = logT0.Add(time.Duration(i) * time.Millisecond)
+		e.ClientRequestID, e.Model, e.ErrorCode = v, v, v
+		e.Warnings = []string{v}
+		e.Bodies = &services.CapturedBodies{Request: &services.CapturedBody{Text: v}}
+		batch = append(batch, e)
+	}
+	writeLogs(t, s, batch...)
+	for _, want := range batch {
+		got, err := s.FindRequestLog(context.Background(), want.ID)
+		if err != nil {
+			t.Fatalf("find %q: %v", want.ID, err)
+		}
+		if got.ClientRequestID != want.ClientRequestID || got.Model != want.Model || got.ErrorCode != want.ErrorCode {
+			t.Errorf("%q: got %q %q %q", want.ID, got.ClientRequestID, got.Model, got.ErrorCode)
+		}
+		if !reflect.DeepEqual(got.Warnings, wantJSONString(want.Warnings)) || got.Bodies == nil ||
+			got.Bodies.Request.Text != wantJSONString([]string{want.Bodies.Request.Text})[0] {
+			t.Errorf("%q: warnings %q, bodies %+v", want.ID, got.Warnings, got.Bodies)
+		}
+	}
+}
+
+// wantJSONString is what a JSON round trip makes of ss (each invalid UTF-8
+// byte becomes U+FFFD).
+func wantJSONString(ss []string) []string {
+	b, _ := json.Marshal(ss)
+	var out []string
+	_ = json.Unmarshal(b, &out)
+	return out
 }
