@@ -694,12 +694,12 @@ func (g *Gateway) walkTarget(ctx context.Context, out *clientWriter, s *Snapshot
 		res := g.dispatch(ctx, out, t, conn, dreq, st, set)
 		switch {
 		case res.ok:
+			g.res.Success(ctx, adm, conn.ID, t.model)
+			g.stats.Record(t.provider.ID, t.model, conn.ID, true, res.latency)
+			g.rememberSession(ctx, t, req, true)
 			if t.relay {
 				g.relayAfterSuccess(t, conn, req, set)
 			}
-			g.stats.Record(t.provider.ID, t.model, conn.ID, true, res.latency)
-			g.rememberSession(ctx, t, req, true)
-			g.res.Success(ctx, adm, conn.ID, t.model)
 			g.tools.Succeeded(ctx, t.provider.ID, t.model, req.ToolCount)
 			if t.comboID != "" && g.routeState != nil {
 				g.routeState.OnSuccess(t.comboID, t.id, conn.ID)
