@@ -625,6 +625,17 @@ func TestDashboardBrowser(t *testing.T) {
 	}
 	b.do(chromedp.Navigate(base+"/runtime"), chromedp.WaitVisible(brTID(views.ModelCooldownsEmptyID)),
 		chromedp.WaitVisible(brTID(views.ModelCooldownsOffID)), chromedp.WaitVisible(brTID(views.CooldownsEmptyID)))
+	// The Overview charts the request and names fake-b's 404 on model-x as
+	// the top failing target; the combo's first target shows its dispatch
+	// metrics (one failure on fake-b, one success on fake-a).
+	api.waitOK("/logs/" + rid)
+	failing := views.RowID(views.RowFailing, "1")
+	b.do(chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(`[data-testid="`+views.OverviewChartID+`"] svg`)),
+		chromedp.WaitVisible(brText(failing, "fake/model-x")))
+	if got := strings.Join(strings.Fields(brRun(b, chromedp.Text(brTID(failing)))), " "); !strings.Contains(got, "fake-b") || !strings.Contains(got, "404") {
+		t.Errorf("top failing target %q", got)
+	}
+	b.do(chromedp.Navigate(base+"/combos"), chromedp.WaitVisible(brText(views.ComboMetricsID(comboID, 0), "50.0 %")))
 
 	// 6. The request in the logs and its attempt timeline.
 	b.step("6 request logs", brStepTimeout)

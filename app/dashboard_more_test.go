@@ -3,8 +3,10 @@ package app_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"switchyard/internal/testkit"
 	"switchyard/internal/testkit/fakeupstream"
 	"switchyard/services"
+	"switchyard/services/gateway"
 	"switchyard/views"
 )
 
@@ -458,4 +461,293 @@ func TestSettingsAndFlagFormsDisableTheirButtons(t *testing.T) {
 	if reset.Length() != 1 || !strings.Contains(reset.Closest("form").AttrOr("hx-disabled-elt", ""), "#"+reset.AttrOr("id", "-")) {
 		t.Errorf("the stored flag's Reset is not disabled with its form")
 	}
+}
+
+// moreQuotaHeaders are the headers of an upstream reporting a 5-hour
+// window 42 % used (resetting in 20 min), a weekly one 18 % used and a
+// minute window with 480 of 500 requests left.
+var moreQuotaHeaders = map[string]string{
+	"x-codex-primary-used-percent": "42", "x-codex-primary-window-minutes": "300", "x-codex-primary-reset-after-seconds": "1200",
+	"x-codex-secondary-used-percent": "18", "x-codex-secondary-window-minutes": "10080", "x-codex-secondary-reset-after-seconds": "259200",
+	"x-ratelimit-limit-requests": "500", "x-ratelimit-remaining-requests": "480", "x-ratelimit-reset-requests": "20s",
+}
+
+func TestDashboardConnectionQuotaWindows(t *testing.T) {
+	f := newGW(t, "fk-a", "fk-b")
+	d := rtDash(t, f)
+	a, b := f.conns["fk-a"], f.conns["fk-b"]
+	f.fu.Script("fk-a", fakeupstream.Step{Headers: moreQuotaHeaders})
+	if resp := rtChat(t, f, "m1"); resp.StatusCode != 200 || resp.Header.Get("X-Switchyard-Selected-Connection-Id") != a.ID {
+		t.Fatalf("chat: %d on %s", resp.StatusCode, resp.Header.Get("X-Switchyard-Selected-Connection-Id"))
+	}
+	line := func(doc *goquery.Document, id, window string) string {
+		t.Helper()
+		return rtText(dashFind(t, doc, dashTID(views.RowID(views.RowConnQuota, id)+"-"+window)))
+	}
+
+	// The learned windows of fk-a; fk-b was never observed.
+	full, _ := d.page("/connections", views.RowID(views.RowConnQuota, a.ID), views.RowID(views.RowConnQuota, b.ID))
+	if n := full.Find(`th[scope="col"]`).FilterFunction(func(_ int, s *goquery.Selection) bool { return rtText(s) == "Quota windows" }).Length(); n != 1 {
+		t.Errorf("%d Quota windows column headers", n)
+	}
+	if got := line(full, a.ID, "5h"); got != "5 h 42.0 % used, resets in 20 m 0 s" {
+		t.Errorf("5h %q", got)
+	}
+	if full.Find(dashTID(views.RowID(views.RowConnQuota, a.ID)+"-5h")+` time[data-remaining-ms="1200000"]`).Length() != 1 {
+		t.Error("the 5-hour reset is not a ticking countdown")
+	}
+	if got := line(full, a.ID, "weekly"); got != "Weekly 18.0 % used, resets in 72 h 0 m" {
+		t.Errorf("weekly %q", got)
+	}
+	if got := line(full, a.ID, "minute"); got != "Minute 4.0 % used, resets in 20 s and 480 of 500 left" {
+		t.Errorf("minute %q", got)
+	}
+	for _, w := range []string{"daily", "monthly"} {
+		if got := line(full, a.ID, w); !strings.HasSuffix(got, " unknown") {
+			t.Errorf("%s %q", w, got)
+		}
+	}
+	if got := moreLines(dashFind(t, full, dashTID(views.RowID(views.RowConnQuota, b.ID)))); got != moreUnknownQuota {
+		t.Errorf("never observed: %q", got)
+	}
+
+	// Status cells carry the ids 50-dashboard §6.4 names: conn-<id>-status.
+	for _, id := range []string{"conn-" + a.ID + "-status", "conn-" + a.ID + "-cooldown", "conn-" + a.ID + "-error",
+		"conn-" + a.ID + "-concurrency", "conn-" + a.ID + "-quota"} {
+		dashFind(t, full, "td#"+id)
+	}
+	if n := full.Find(`[id^="conn-status-"], [id^="conn-cooldown-"], [id^="conn-error-"], [id^="conn-concurrency-"]`).Length(); n != 0 {
+		t.Errorf("%d cells with the old ids", n)
+	}
+
+	// The quota poll: every 10 s and on connections-changed, with its own signatures.
+	poll := dashFind(t, full, dashTID(views.ConnectionsQuotaPollID))
+	if _, ok := poll.Attr("data-poll"); !ok || poll.AttrOr("hx-get", "") != "/connections/quota-windows" || poll.AttrOr("hx-swap", "") != "none" ||
+		poll.AttrOr("hx-include", "") != "[data-quota-sig]" || !strings.Contains(poll.AttrOr("hx-trigger", ""), "every 10s") {
+		t.Errorf("quota poller %v", poll.Nodes[0].Attr)
+	}
+	doc := dashCheckHTML(t, d.do("GET", "/connections/quota-windows", nil, true, http.StatusOK))
+	cell := dashFind(t, doc, "template > td#"+views.RowID(views.RowConnQuota, a.ID))
+	if cell.AttrOr("hx-swap-oob", "") != "true" || !strings.Contains(rtText(cell), "42.0 % used") {
+		t.Errorf("polled quota cell %q", rtText(cell))
+	}
+	sigs := url.Values{}
+	full.Find("input[data-quota-sig]").Each(func(_ int, s *goquery.Selection) { sigs.Add(views.QuotaSigField, s.AttrOr("value", "")) })
+	if len(sigs[views.QuotaSigField]) != 2 {
+		t.Fatalf("%d quota signatures, want 2", len(sigs[views.QuotaSigField]))
+	}
+	if rec := d.do("GET", "/connections/quota-windows", sigs, true, http.StatusOK); strings.TrimSpace(rec.Body.String()) != "" {
+		t.Errorf("unchanged quota cells were sent: %s", dashTrunc(rec.Body.String(), 500))
+	}
+	// The status poll leaves the quota cells alone.
+	if doc := dashCheckHTML(t, d.do("GET", "/connections/statuses", nil, true, http.StatusOK)); doc.Find("td#"+views.RowID(views.RowConnQuota, a.ID)).Length() != 0 {
+		t.Error("the status poll sent a quota cell")
+	}
+
+	// A day later every reading is stale: unknown again, the minute window
+	// gone. (The admin signs in again: a session idles out after 12 h.)
+	f.app.Clock.Advance(25 * time.Hour)
+	d.cookie = f.app.Login()
+	doc = dashCheckHTML(t, d.do("GET", "/connections/quota-windows", sigs, true, http.StatusOK))
+	if got := moreLines(dashFind(t, doc, "td#"+views.RowID(views.RowConnQuota, a.ID))); got != moreUnknownQuota {
+		t.Errorf("stale windows %q", got)
+	}
+	if doc.Find("td#"+views.RowID(views.RowConnQuota, b.ID)).Length() != 0 {
+		t.Error("fk-b's unchanged quota cell was sent")
+	}
+
+	// Error paths: a malformed signature sends the cell; no session; without
+	// htmx the URL is the Connections page.
+	doc = dashCheckHTML(t, d.do("GET", "/connections/quota-windows?"+views.QuotaSigField+"=garbage", nil, true, http.StatusOK))
+	dashFind(t, doc, "td#"+views.RowID(views.RowConnQuota, b.ID))
+	page := dashCheckHTML(t, d.do("GET", "/connections/quota-windows", nil, false, http.StatusOK))
+	dashFind(t, page, dashTID(views.ConnectionsPageID))
+	moreNoSession(t, d, "GET", "/connections/quota-windows")
+}
+
+// moreUnknownQuota is the quota windows cell of a connection never observed.
+const moreUnknownQuota = "5 h unknown | Daily unknown | Weekly unknown | Monthly unknown"
+
+// moreLines is the text of each list item of s, joined by " | ".
+func moreLines(s *goquery.Selection) string {
+	var lines []string
+	s.Find("li").Each(func(_ int, li *goquery.Selection) { lines = append(lines, rtText(li)) })
+	return strings.Join(lines, " | ")
+}
+
+// moreDemoChat sends one chat request for combo demo.
+func moreDemoChat(t *testing.T, f *gwFixture, text string) *http.Response {
+	t.Helper()
+	resp := f.post(t, `{"model":"demo","messages":[{"role":"user","content":"`+text+`"}]}`)
+	io.ReadAll(resp.Body)
+	return resp
+}
+
+func TestDashboardComboReadinessQuotaGate(t *testing.T) {
+	f := newGW(t, "fk-a", "fk-b")
+	d := rtDash(t, f)
+	cb := moreDemoCombo(t, f, "fk-a")
+	// fk-a reports its 5-hour window used up, resetting in 20 min: gate 10 holds it back.
+	f.fu.Script("fk-a", fakeupstream.Step{Headers: map[string]string{
+		"x-codex-primary-used-percent": "100", "x-codex-primary-window-minutes": "300", "x-codex-primary-reset-after-seconds": "1200"}})
+	if resp := rtChat(t, f, "m1"); resp.StatusCode != 200 {
+		t.Fatalf("chat: %d", resp.StatusCode)
+	}
+	if _, cooling := f.app.Server.Resilience().Cooldowns.Cooling(f.conns["fk-a"].ID); cooling {
+		t.Fatal("fk-a is cooling; the test wants the quota gate alone")
+	}
+	doc := dashCheckHTML(t, d.do("GET", "/combos/readiness", nil, true, http.StatusOK))
+	if got := doc.Find(dashTID(views.ComboDotID(cb.ID, 0))).AttrOr("data-readiness", ""); got != views.ReadyState {
+		t.Errorf("target 1 (any connection, fk-b free) %q", got)
+	}
+	pinned := doc.Find(dashTID(views.ComboDotID(cb.ID, 1)))
+	if pinned.AttrOr("data-readiness", "") != views.CoolingState || !strings.Contains(rtText(pinned), "all connections cooling (quota window used up) · 20 m 0 s") ||
+		pinned.Find(`time[data-remaining-ms="1200000"]`).Length() != 1 || pinned.Find(".dot.dot--skipped").Length() != 1 {
+		t.Errorf("pinned target: %s %q", pinned.AttrOr("data-readiness", ""), rtText(pinned))
+	}
+	// The full page shows the same.
+	full, _ := d.page("/combos", views.ComboDotID(cb.ID, 1))
+	if got := full.Find(dashTID(views.ComboDotID(cb.ID, 1))).AttrOr("data-readiness", ""); got != views.CoolingState {
+		t.Errorf("page: pinned target %q", got)
+	}
+	// Past the reset the window reads unused and the target is ready again.
+	f.app.Clock.Advance(1201 * time.Second)
+	doc = dashCheckHTML(t, d.do("GET", "/combos/readiness", nil, true, http.StatusOK))
+	if got := doc.Find(dashTID(views.ComboDotID(cb.ID, 1))).AttrOr("data-readiness", ""); got != views.ReadyState {
+		t.Errorf("after the reset: pinned target %q", got)
+	}
+}
+
+func TestDashboardComboTargetMetrics(t *testing.T) {
+	f := newGW(t, "fk-a", "fk-b")
+	d := rtDash(t, f)
+	cb := moreDemoCombo(t, f, "fk-a")
+	metrics := func(doc *goquery.Document, i int) string {
+		t.Helper()
+		return rtText(dashFind(t, doc, dashTID(views.ComboMetricsID(cb.ID, i))))
+	}
+	const unknown = "samples 0 success — avg latency — p95 latency —"
+
+	// Nothing dispatched yet: every figure unknown.
+	full, _ := d.page("/combos", views.ComboMetricsID(cb.ID, 0), views.ComboMetricsID(cb.ID, 1))
+	for i := range 2 {
+		if got := metrics(full, i); got != unknown {
+			t.Errorf("target %d before traffic: %q", i, got)
+		}
+	}
+
+	// Ten requests for demo: the first meets a 404 on fk-a and moves on to
+	// fk-b (same target, next connection); model-y is never asked for.
+	f.fu.ScriptModel("fk-a", "model-x", fakeupstream.Step{Status: http.StatusNotFound, ErrorCode: "model_not_found"}, fakeupstream.Step{})
+	for i := range 10 {
+		if resp := moreDemoChat(t, f, "hello "+strconv.Itoa(i)); resp.StatusCode != 200 {
+			t.Fatalf("request %d: %d", i, resp.StatusCode)
+		}
+	}
+	// An outcome is recorded as its dispatch ends, which may be just after
+	// the client has read the answer.
+	var want gateway.TargetStats
+	if !testkit.PollUntil(5*time.Second, func() bool {
+		want = f.app.Server.Gateway().TargetStats("fake", "model-x", "")
+		return want.Samples == 11
+	}) || want.SuccessRate == nil || want.P95LatencyMs == nil {
+		t.Fatalf("gateway metrics %+v", want)
+	}
+	// The readiness poll refreshes the metrics with the dots.
+	doc := dashCheckHTML(t, d.do("GET", "/combos/readiness", nil, true, http.StatusOK))
+	got := metrics(doc, 0)
+	if !strings.HasPrefix(got, "samples 11 success 90.9 % avg latency ") || strings.Contains(got, "—") || !strings.HasSuffix(got, " ms") {
+		t.Errorf("target 1 %q", got)
+	}
+	if v := views.NewTargetMetricsVM(want); !strings.Contains(got, "avg latency "+v.AvgLatency) || !strings.Contains(got, "p95 latency "+v.P95Latency) {
+		t.Errorf("target 1 %q, gateway says %+v", got, v)
+	}
+	if got := metrics(doc, 1); got != unknown {
+		t.Errorf("target 2 (never dispatched) %q", got)
+	}
+	page := dashCheckHTML(t, d.do("GET", "/combos", nil, false, http.StatusOK))
+	if got := metrics(page, 0); !strings.HasPrefix(got, "samples 11 ") {
+		t.Errorf("page: target 1 %q", got)
+	}
+}
+
+func TestDashboardOverviewChartAndFailingTargets(t *testing.T) {
+	f := newGW(t, "fk-a")
+	d := rtDash(t, f)
+	a := f.conns["fk-a"]
+
+	// Nothing sent yet: no bars, no failing target.
+	full, _ := d.page("/", views.OverviewChartID, views.OverviewChartEmptyID, views.OverviewFailingEmptyID)
+	if full.Find(dashTID(views.OverviewStatsID)+" "+dashTID(views.OverviewChartID)).Length() != 1 {
+		t.Error("the chart is outside the polled region")
+	}
+
+	// Two successes and one failure (fk-a answers 503 for model bad).
+	f.fu.ScriptModel("fk-a", "bad", fakeupstream.Step{Status: 503, ErrorMessage: "down"})
+	for _, m := range []string{"m1", "m2", "bad"} {
+		rtChat(t, f, m)
+	}
+	var entries []services.RequestLogEntry
+	if !testkit.PollUntil(5*time.Second, func() bool {
+		page, err := f.app.Server.RequestLogs().ListRequestLogs(context.Background(), services.RequestLogQuery{})
+		entries = page.Items
+		return err == nil && len(page.Items) == 3
+	}) {
+		t.Fatal("the request log never held 3 entries")
+	}
+	failed := 0
+	for _, e := range entries {
+		for _, at := range e.AttemptLog {
+			if at.Outcome != "success" {
+				failed++
+			}
+		}
+	}
+	if failed == 0 {
+		t.Fatal("no failed attempt logged")
+	}
+
+	doc := dashCheckHTML(t, d.do("GET", "/overview/stats?window=1h", nil, true, http.StatusOK))
+	svg := dashFind(t, doc, dashTID(views.OverviewChartID)+` svg[role="img"]`)
+	if rtText(svg.Find("title")) != "Requests per minute" || !strings.HasPrefix(rtText(svg.Find("desc")), "3 requests in the last hour: 2 succeeded, 1 failed.") {
+		t.Errorf("svg title %q desc %q", rtText(svg.Find("title")), rtText(svg.Find("desc")))
+	}
+	if svg.Find("rect.chart__ok").Length() != 1 || svg.Find("rect.chart__fail").Length() != 1 {
+		t.Errorf("bars: %d ok, %d failed parts", svg.Find("rect.chart__ok").Length(), svg.Find("rect.chart__fail").Length())
+	}
+	rows := dashFind(t, doc, dashTID(views.OverviewChartTableID)+" tbody tr")
+	minute := f.app.Clock.Now().UTC().Format("15:04") + " UTC"
+	if rows.Length() != 1 || moreCells(rows) != minute+" | 2 | 1" {
+		t.Errorf("data table %q", moreCells(rows))
+	}
+
+	row := dashFind(t, doc, dashTID(views.RowID(views.RowFailing, "1")))
+	cells := moreCells(row)
+	if !strings.HasPrefix(cells, "fake/bad | conn-0 | "+strconv.Itoa(failed)+" | 503 ") || !strings.HasSuffix(cells, " | View logs") {
+		t.Errorf("failing row %q", cells)
+	}
+	if doc.Find(dashTID(views.RowID(views.RowFailing, "2"))).Length() != 0 {
+		t.Error("a second failing target")
+	}
+	href := row.Find("a").AttrOr("href", "")
+	if href != "/logs?connectionId="+a.ID+"&provider=fake&range=1h" {
+		t.Errorf("logs link %q", href)
+	}
+	logs := dashCheckHTML(t, d.do("GET", href, nil, false, http.StatusOK))
+	if n := logs.Find(dashTID(views.LogsListID) + " tbody > tr").Length(); n != 3 {
+		t.Errorf("the linked log view lists %d requests, want 3", n)
+	}
+
+	// Two hours on: the last hour is empty; the last 24 hours still chart them
+	// per 15 minutes, but nothing failed in the last hour.
+	f.app.Clock.Advance(2 * time.Hour)
+	doc = dashCheckHTML(t, d.do("GET", "/overview/stats?window=1h", nil, true, http.StatusOK))
+	dashFind(t, doc, dashTID(views.OverviewChartEmptyID))
+	dashFind(t, doc, dashTID(views.OverviewFailingEmptyID))
+	doc = dashCheckHTML(t, d.do("GET", "/overview/stats?window=24h", nil, true, http.StatusOK))
+	if got := rtText(dashFind(t, doc, dashTID(views.OverviewChartID)+" svg title")); got != "Requests per 15 minutes" {
+		t.Errorf("24 h chart title %q", got)
+	}
+	dashFind(t, doc, dashTID(views.OverviewFailingEmptyID))
+	moreNoSession(t, d, "GET", "/overview/stats?window=24h")
 }

@@ -11,6 +11,12 @@ import (
 // protection and the security headers.
 func (s *Server) dashboardRoutes(g *echo.Group) {
 	d := s.dashboard
+	// The quota windows and the gateway's dispatch metrics and quota gate
+	// feed the Connections and Combos pages (their live cells included).
+	if s.quota != nil {
+		d.Quota = s.quota
+	}
+	d.Dispatch = s.gateway
 	// Probes: the controls that go through the gateway, as their /api twins do.
 	p := &handlers.Probes{Dashboard: d, Tester: s.gateway, ComboTester: s.gateway, Explainer: s.gateway}
 	g.GET("/", d.OverviewPage)
@@ -29,6 +35,7 @@ func (s *Server) dashboardRoutes(g *echo.Group) {
 	g.GET("/connections/:id/confirm-delete", d.ConnectionConfirmDelete)
 	g.DELETE("/connections/:id", d.ConnectionDelete)
 	g.POST("/connections/:id/test", p.ConnectionTest)
+	g.GET("/connections/quota-windows", d.ConnectionQuotaWindows)
 
 	// Combos (§6.5).
 	g.GET("/combos", d.CombosPage)

@@ -11,7 +11,9 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"switchyard/services"
+	"switchyard/services/gateway"
 	"switchyard/services/leases"
+	"switchyard/services/quota"
 	"switchyard/services/resilience"
 	"switchyard/services/traffic"
 	"switchyard/views"
@@ -38,6 +40,12 @@ type Dashboard struct {
 	Slots *traffic.Slots
 	// Queues are the request queues of rate-limit protection (Runtime).
 	Queues *traffic.Queues
+	// Quota holds the quota windows learned from upstream headers
+	// (Connections: quota windows cell); nil shows every window unknown.
+	Quota QuotaWindows
+	// Dispatch is the gateway's view of the live dispatch metrics and the
+	// quota gate (Combos: target metrics, readiness dots); nil leaves both out.
+	Dispatch DispatchView
 	// HealthReport builds the same report as GET /api/monitoring/health (admin body).
 	HealthReport func(ctx context.Context) any
 	Version      string
@@ -50,6 +58,19 @@ type Dashboard struct {
 	IsLoopback func(r *http.Request) bool
 	// ClientIP is the peer address used for throttling.
 	ClientIP func(r *http.Request) string
+}
+
+// QuotaWindows reads the learned quota windows of a connection as they
+// count at now (services/quota.Tracker).
+type QuotaWindows interface {
+	Windows(connID string, now time.Time) quota.View
+}
+
+// DispatchView is what the Combos page reads from the gateway: the dispatch
+// metrics of a target (30-routing §8.1) and gate 10, the quota gate (§8.4).
+type DispatchView interface {
+	TargetStats(provider, model, connID string) gateway.TargetStats
+	QuotaBlocker(c *services.Connection) *resilience.Blocker
 }
 
 // layout builds the layout view model for a page.

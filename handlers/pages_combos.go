@@ -16,8 +16,8 @@ import (
 
 const combosTitle, combosHref = "Combos", "/combos"
 
-// combosList loads the ordered list with each target's readiness; focus
-// names a move button to refocus.
+// combosList loads the ordered list with each target's readiness and
+// dispatch metrics; focus names a move button to refocus.
 func (d *Dashboard) combosList(ctx context.Context, focus string) (views.CombosListVM, error) {
 	combos, err := d.Combos.List(ctx)
 	if err != nil {
@@ -27,7 +27,34 @@ func (d *Dashboard) combosList(ctx context.Context, focus string) (views.CombosL
 	if err != nil {
 		return views.CombosListVM{}, err
 	}
-	return views.NewCombosListVM(combos, conns, focus).WithReadiness(d.comboReadiness(combos, conns)), nil
+	return views.NewCombosListVM(combos, conns, focus).WithReadiness(d.comboReadiness(combos, conns)).
+		WithMetrics(d.comboMetrics(combos)), nil
+}
+
+// comboMetrics reads the live dispatch metrics of every model target
+// (30-routing §8.1): its pinned connection's, or those of every connection
+// of its provider merged. A combo reference shows as unknown.
+func (d *Dashboard) comboMetrics(combos []services.Combo) map[string][]views.TargetMetricsVM {
+	if d.Dispatch == nil {
+		return nil
+	}
+	out := make(map[string][]views.TargetMetricsVM, len(combos))
+	for _, cb := range combos {
+		list := make([]views.TargetMetricsVM, len(cb.Targets))
+		for i, t := range cb.Targets {
+			if t.Kind == services.KindCombo {
+				list[i] = views.UnknownTargetMetrics
+				continue
+			}
+			pin := ""
+			if t.ConnectionID != nil {
+				pin = *t.ConnectionID
+			}
+			list[i] = views.NewTargetMetricsVM(d.Dispatch.TargetStats(t.Provider, t.Model, pin))
+		}
+		out[cb.ID] = list
+	}
+	return out
 }
 
 // renderCombosList answers with the list (htmx) or the page.

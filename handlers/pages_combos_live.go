@@ -22,7 +22,9 @@ const readinessDepth = 3
 // whether routing could use it right now. It reads the resilience engine,
 // the state the Runtime page shows: the provider's breaker and window gate,
 // then per enabled connection its terminal state, model lockout and
-// cooldown (Engine.ConnectionBlocker, the check routing runs).
+// cooldown (Engine.ConnectionBlocker, the check routing runs) and the quota
+// gate (gate 10 of 30-routing §5: a used-up quota window counts as cooling
+// until its reset).
 func (d *Dashboard) comboReadiness(combos []services.Combo, conns []services.Connection) map[string][]views.ReadinessVM {
 	if d.Engine == nil {
 		return nil
@@ -90,7 +92,7 @@ func (r readiness) target(t services.Target, depth int, path map[string]bool) vi
 	if blocked, ra := engine.Gate.Blocked(t.Provider, pin); blocked {
 		return views.ReadinessVM{State: views.CoolingState, Text: "provider cooling down", RetryIn: r.retryIn(ra)}
 	}
-	var enabled, cooling, locked, terminal int
+	var enabled, cooling, quota, locked, terminal int
 	var soonest time.Duration
 	for _, cn := range r.byProvider[t.Provider] {
 		if (pin != "" && cn.ID != pin) || !cn.Enabled {
@@ -98,6 +100,9 @@ func (r readiness) target(t services.Target, depth int, path map[string]bool) vi
 		}
 		enabled++
 		b := engine.ConnectionBlocker(t.Provider, cn.ID, t.Model)
+		if b == nil && r.d.Dispatch != nil {
+			b = r.d.Dispatch.QuotaBlocker(&cn) // gate 10, after terminal, lockout and cooldown
+		}
 		if b == nil {
 			return views.ReadinessVM{State: views.ReadyState, Text: "ready"}
 		}
@@ -106,6 +111,11 @@ func (r readiness) target(t services.Target, depth int, path map[string]bool) vi
 			locked++
 		case "cooling":
 			cooling++
+		case "quota_window":
+			// A used-up quota window ends at its reset: the connection
+			// counts as cooling until then.
+			cooling++
+			quota++
 		default:
 			terminal++
 		}
@@ -120,6 +130,8 @@ func (r readiness) target(t services.Target, depth int, path map[string]bool) vi
 		return unavailable("every connection terminal")
 	case locked == enabled:
 		return views.ReadinessVM{State: views.CoolingState, Text: "model locked", RetryIn: r.retryIn(soonest)}
+	case cooling == enabled && quota == enabled:
+		return views.ReadinessVM{State: views.CoolingState, Text: "all connections cooling (quota window used up)", RetryIn: r.retryIn(soonest)}
 	case cooling == enabled:
 		return views.ReadinessVM{State: views.CoolingState, Text: "all connections cooling", RetryIn: r.retryIn(soonest)}
 	}

@@ -4,20 +4,23 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 
 	"switchyard/services"
+	"switchyard/services/quota"
 	"switchyard/services/resilience"
 	"switchyard/views"
 )
 
 // Live resilience state on the Connections page (50-dashboard §6.4): status
-// badges from the engine, cooldown countdowns, locked models, the provider
-// breaker in each group header, the polled status cells, and the Clear
-// cooldown and Reset state actions. Every action calls the same engine
-// methods as its /api twin (handlers/api_resilience.go).
+// badges from the engine, cooldown countdowns, locked models, the learned
+// quota windows, the provider breaker in each group header, the polled
+// status and quota cells, and the Clear cooldown and Reset state actions.
+// Every action calls the same engine methods as its /api twin
+// (handlers/api_resilience.go).
 
 // liveState is the connection's state as the engine holds it in memory (the
 // authority for routing). A connection the engine holds nothing for shows
@@ -75,7 +78,8 @@ func (d *Dashboard) liveConnectionsList(conns []services.Connection) views.Conne
 		for ri := range g.Rows {
 			r := &g.Rows[ri]
 			st := slots[r.ID]
-			*r = r.WithLive(locks[r.ID], d.backoffMax(class[r.ID]), now).WithSlots(st.InFlight, st.Waiting)
+			*r = r.WithLive(locks[r.ID], d.backoffMax(class[r.ID]), now).WithSlots(st.InFlight, st.Waiting).
+				WithQuota(d.quotaWindows(r.ID, now), now)
 		}
 	}
 	return vm
@@ -88,7 +92,17 @@ func (d *Dashboard) liveConnectionRow(c services.Connection) views.ConnectionRow
 	st := d.slotStats()[c.ID]
 	return views.NewConnectionRowVM(c, now).
 		WithLive(d.Engine.Lockouts.List(resilience.LockFilter{ConnectionID: c.ID}), d.backoffMax(c.AuthClass), now).
-		WithSlots(st.InFlight, st.Waiting)
+		WithSlots(st.InFlight, st.Waiting).
+		WithQuota(d.quotaWindows(c.ID, now), now)
+}
+
+// quotaWindows are the quota windows learned for a connection, as they
+// count at now; every window is unknown without a tracker.
+func (d *Dashboard) quotaWindows(connID string, now time.Time) quota.View {
+	if d.Quota == nil {
+		return quota.View{}
+	}
+	return d.Quota.Windows(connID, now)
 }
 
 // ConnectionStatuses answers the 5-s poll of the Connections page with the
@@ -105,14 +119,35 @@ func (d *Dashboard) ConnectionStatuses(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	vm := views.NewConnectionStatusesVM(d.liveConnectionsList(conns), liveSigs(c, views.LiveSigField))
+	return render(c, http.StatusOK, views.ConnectionStatuses(vm), nil)
+}
+
+// liveSigs reads the cell signatures a poll sends back in field
+// ("<cell id>=<sig>"); malformed values are ignored, so their cells are sent.
+func liveSigs(c echo.Context, field string) map[string]string {
 	have := map[string]string{}
-	for _, v := range c.QueryParams()[views.LiveSigField] {
+	for _, v := range c.QueryParams()[field] {
 		if id, s, ok := strings.Cut(v, "="); ok {
 			have[id] = s
 		}
 	}
-	vm := views.NewConnectionStatusesVM(d.liveConnectionsList(conns), have)
-	return render(c, http.StatusOK, views.ConnectionStatuses(vm), nil)
+	return have
+}
+
+// ConnectionQuotaWindows answers the quota poll of the Connections page
+// (GET /connections/quota-windows) with the quota windows cell of every row
+// whose reading changed, out of band. Without htmx it is the Connections page.
+func (d *Dashboard) ConnectionQuotaWindows(c echo.Context) error {
+	if !isHTMX(c.Request()) {
+		return d.ConnectionsPage(c)
+	}
+	conns, err := d.Conns.List(c.Request().Context(), services.ConnectionFilter{})
+	if err != nil {
+		return err
+	}
+	rows := views.ChangedQuotaCells(d.liveConnectionsList(conns), liveSigs(c, views.QuotaSigField))
+	return render(c, http.StatusOK, views.ConnectionQuotaWindows(rows), nil)
 }
 
 // clearCooldowns is POST /api/resilience/cooldowns for the given ids:

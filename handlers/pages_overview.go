@@ -11,15 +11,19 @@ import (
 	"switchyard/views"
 )
 
-// Overview (50-dashboard §6.3): traffic tiles over a window, resilience at a
-// glance, counts, the client base URL with copyable snippets, and the
-// get-started checklist.
+// Overview (50-dashboard §6.3): traffic tiles and the requests chart over a
+// window, resilience at a glance, the top failing targets of the last hour,
+// counts, the client base URL with copyable snippets, and the get-started
+// checklist.
 
 // overviewScanPages bounds how much of the request log one refresh of the
 // traffic tiles reads (pages of services.MaxRequestLogLimit entries, newest
 // first). A busier window is summarised from its newest entries, and the
 // tiles say so.
 const overviewScanPages = 10
+
+// failingSpan is the time "Top failing targets" covers.
+const failingSpan = time.Hour
 
 // OverviewPage renders the Overview; ?window=1h|24h picks the traffic window.
 func (d *Dashboard) OverviewPage(c echo.Context) error {
@@ -70,9 +74,10 @@ func (d *Dashboard) OverviewStats(c echo.Context) error {
 	return render(c, http.StatusOK, views.OverviewStats(stats), nil)
 }
 
-// overviewStats reads the traffic of the window from the request log and
-// the resilience counts from the engine (the figures of the Runtime page's
-// KPI strip, plus active leases and queued requests).
+// overviewStats reads the traffic of the window from the request log (the
+// tiles, the chart and the top failing targets of the last hour) and the
+// resilience counts from the engine (the figures of the Runtime page's KPI
+// strip, plus active leases and queued requests).
 func (d *Dashboard) overviewStats(ctx context.Context, w views.OverviewWindow) (views.OverviewStatsVM, error) {
 	now := d.Clock.Now()
 	vm := views.OverviewStatsVM{Now: now, Window: w}
@@ -82,6 +87,18 @@ func (d *Dashboard) overviewStats(ctx context.Context, w views.OverviewWindow) (
 			return vm, err
 		}
 		vm.Traffic = views.NewTrafficVM(entries, truncated)
+		vm.Chart = views.NewTrafficChartVM(entries, w, now)
+		// The top failing targets cover the last hour whatever the window:
+		// the newest entries, which a longer window read first.
+		conns, err := d.Conns.List(ctx, services.ConnectionFilter{})
+		if err != nil {
+			return vm, err
+		}
+		names := make(map[string]string, len(conns))
+		for _, cn := range conns {
+			names[cn.ID] = cn.Name
+		}
+		vm.Failing = views.NewFailingTargetsVM(entries, now.Add(-failingSpan), names, now)
 	}
 	if d.Engine != nil {
 		sum, err := d.runtimeSummary(ctx)

@@ -2,6 +2,8 @@
 // shaped like the screen, and every id, test id and event name as a constant.
 package views
 
+import "strings"
+
 // Regions, forms and test ids used by handlers, templates and tests.
 const (
 	ContentID         = "content"
@@ -34,5 +36,16 @@ const (
 	EventFlagsChanged       = "flags-changed"
 )
 
-// RowID builds a per-row id: RowID("conn", "c_1") → "conn-c_1".
-func RowID(kind, id string) string { return kind + "-" + id }
+// CellSlot marks where the row id goes in a cell kind: a kind holding it
+// names one cell of a row rather than a row ("conn-{id}-status").
+const CellSlot = "{id}"
+
+// RowID builds a per-row id: RowID("conn", "c_1") → "conn-c_1". A cell kind
+// takes the row id in place of CellSlot: RowID(RowConnStatus, "c_1") →
+// "conn-c_1-status", the cell ids 50-dashboard §6.4 names.
+func RowID(kind, id string) string {
+	if before, after, ok := strings.Cut(kind, CellSlot); ok {
+		return before + id + after
+	}
+	return kind + "-" + id
+}

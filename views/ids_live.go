@@ -25,6 +25,13 @@ const (
 	OverviewLockedID      = "overview-locked-models"
 	OverviewLeasesID      = "overview-leases"
 	OverviewQueuedID      = "overview-queued"
+	// OverviewChartID is the requests chart; OverviewChartTableID its
+	// visually hidden data table.
+	OverviewChartID        = "overview-chart"
+	OverviewChartTableID   = "overview-chart-data"
+	OverviewChartEmptyID   = "overview-chart-empty"
+	OverviewFailingID      = "overview-failing"
+	OverviewFailingEmptyID = "overview-failing-empty"
 
 	// CombosReadinessPollID is the hidden element that polls GET /combos/readiness.
 	CombosReadinessPollID = "combos-readiness"
@@ -37,17 +44,24 @@ const (
 	RowConnTestResult  = "conn-test-result" // the result line a test leaves in it
 	RowComboTargets    = "combo-chips"      // the targets cell of a combo (refreshed out of band)
 	RowComboDot        = "combo-dot"        // RowID(RowComboDot, comboID+"-"+index): one target chip with its dot
+	RowComboMetrics    = "combo-metrics"    // RowID(RowComboMetrics, comboID+"-"+index): one target's dispatch metrics
 	RowComboTest       = "combo-test"       // a combo's Test button
 	RowComboPreview    = "combo-preview"    // a combo's Preview routing button
 	RowComboResults    = "combo-results"    // the test results panel under a combo
 	RowComboRoute      = "combo-route"      // the routing preview panel under a combo
 	RowComboForceTest  = "combo-test-force" // "Test the held-back targets too"
 	RowComboPanelClose = "combo-panel-close"
-	RowSettingsSave    = "settings-save"   // RowID(RowSettingsSave, section): a card's Save button (element id)
-	RowSettingsSubmit  = "settings-submit" // RowID(RowSettingsSubmit, section): its hidden default submit button
+	RowSettingsSave    = "settings-save"    // RowID(RowSettingsSave, section): a card's Save button (element id)
+	RowSettingsSubmit  = "settings-submit"  // RowID(RowSettingsSubmit, section): its hidden default submit button
+	RowFailing         = "overview-failing" // RowID(RowFailing, "1"): the first of the top failing targets
 )
 
 // ComboDotID is the test id of the chip of target index of a combo.
 func ComboDotID(comboID string, index int) string {
 	return RowID(RowComboDot, comboID+"-"+itoa(index))
+}
+
+// ComboMetricsID is the test id of the dispatch metrics of target index of a combo.
+func ComboMetricsID(comboID string, index int) string {
+	return RowID(RowComboMetrics, comboID+"-"+itoa(index))
 }

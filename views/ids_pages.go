@@ -61,7 +61,7 @@ const (
 const (
 	RowConn         = "conn"
 	RowConnSlot     = "conn-slot"
-	RowConnStatus   = "conn-status"
+	RowConnStatus   = "conn-" + CellSlot + "-status" // the status cell: conn-<id>-status
 	RowConnEdit     = "conn-edit"
 	RowConnEnabled  = "conn-enabled"
 	RowConnDelete   = "conn-delete"

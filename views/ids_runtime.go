@@ -49,8 +49,10 @@ const (
 	// Incident badge: the link inside the polled IncidentBadgeID slot.
 	IncidentLinkID = "incident-link"
 
-	// Connections page: the hidden element that polls GET /connections/statuses.
+	// Connections page: the hidden elements that poll GET /connections/statuses
+	// and GET /connections/quota-windows.
 	ConnectionsStatusPollID = "connections-statuses"
+	ConnectionsQuotaPollID  = "connections-quota-windows"
 )
 
 // Row kinds of the Runtime page and of the live Connections cells, for RowID.
@@ -68,9 +70,10 @@ const (
 	RowLeaseEnd       = "lease-end"
 	RowQueue          = "queue"
 	RowSlot           = "slot"
-	RowConnCooldown   = "conn-cooldown"
-	RowConnError      = "conn-error"
-	RowConnConc       = "conn-concurrency"
+	RowConnCooldown   = "conn-" + CellSlot + "-cooldown"    // conn-<id>-cooldown
+	RowConnError      = "conn-" + CellSlot + "-error"       // conn-<id>-error
+	RowConnConc       = "conn-" + CellSlot + "-concurrency" // conn-<id>-concurrency
+	RowConnQuota      = "conn-" + CellSlot + "-quota"       // conn-<id>-quota: the quota windows cell
 	RowConnLocks      = "conn-locks"
 	RowConnLock       = "conn-lock"
 	RowConnLockEnable = "conn-lock-re-enable"
@@ -82,3 +85,7 @@ const (
 // LiveSigField is the query field of GET /connections/statuses that carries,
 // per live cell, the signature of what the page shows ("<cell id>=<sig>").
 const LiveSigField = "sig"
+
+// QuotaSigField is LiveSigField of GET /connections/quota-windows, which
+// refreshes the quota windows cells.
+const QuotaSigField = "qsig"

@@ -58,7 +58,8 @@ type ComboRowVM struct {
 type TargetChipVM struct {
 	Text     string
 	Disabled bool
-	Ready    *ReadinessVM // whether routing could use it now (WithReadiness)
+	Ready    *ReadinessVM    // whether routing could use it now (WithReadiness)
+	Metrics  TargetMetricsVM // live dispatch metrics (WithMetrics); unknown until then
 }
 
 // NewCombosListVM builds the list in order. focus ("up:<id>" or
@@ -79,7 +80,7 @@ func NewCombosListVM(combos []services.Combo, conns []services.Connection, focus
 		r := ComboRowVM{ID: c.ID, Name: c.Name, Description: c.Description, Strategy: c.Strategy, Enabled: c.Enabled,
 			Hidden: c.Hidden, First: i == 0, Last: i == len(combos)-1}
 		for _, t := range c.Targets {
-			chip := TargetChipVM{Disabled: !t.IsEnabled()}
+			chip := TargetChipVM{Disabled: !t.IsEnabled(), Metrics: UnknownTargetMetrics}
 			if t.Kind == services.KindCombo {
 				name := comboName[t.ComboID]
 				if name == "" {

@@ -11,6 +11,7 @@ import (
 	"github.com/a-h/templ"
 
 	"switchyard/services"
+	"switchyard/services/quota"
 )
 
 // ---------------------------------------------------------------------------
@@ -190,7 +191,7 @@ func inputAttrs(in InputVM, errs FieldErrors, focus string) templ.Attributes {
 // Connections page.
 
 // connColumns is the number of columns of the connections table.
-const connColumns = 8
+const connColumns = 9
 
 // ConnectionsPageVM is the whole Connections page.
 type ConnectionsPageVM struct {
@@ -240,9 +241,10 @@ type ConnectionRowVM struct {
 	ErrorFull   string          // set when ErrorShort was cut
 	ErrorAt     *TimeVM
 	Priority    int
-	Concurrency string // max_concurrent slots in use / limit ("1 / 2"), or "∞"
-	ConcLimit   int    // max_concurrent, 0 when unset
-	ConcWaiting int    // requests waiting for a slot (WithSlots)
+	Concurrency string          // max_concurrent slots in use / limit ("1 / 2"), or "∞"
+	ConcLimit   int             // max_concurrent, 0 when unset
+	ConcWaiting int             // requests waiting for a slot (WithSlots)
+	Quota       []QuotaWindowVM // learned quota windows (WithQuota); every long window unknown until then
 	Protection  string
 	Proxy       string // masked
 	EgressGroup string
@@ -297,7 +299,7 @@ func authClassLabel(a services.AuthClass) string {
 func NewConnectionRowVM(c services.Connection, now time.Time) ConnectionRowVM {
 	r := ConnectionRowVM{ID: c.ID, Name: c.Name, Provider: c.Provider, Enabled: c.Enabled, Priority: c.Priority,
 		Backoff: c.State.BackoffLevel, Reason: strings.ReplaceAll(c.State.LastErrorReason, "_", " "),
-		Concurrency: "∞", EgressGroup: c.EgressGroup, Proxy: c.MaskedProxyURL()}
+		Concurrency: "∞", EgressGroup: c.EgressGroup, Proxy: c.MaskedProxyURL(), Quota: NewQuotaWindowsVM(quota.View{}, now)}
 	switch st := c.Status(now); st {
 	case services.StatusDisabled:
 		r.StatusClass, r.StatusText, r.StatusIcon = "disabled", "disabled", "ban"

@@ -33,11 +33,14 @@ func LookupOverviewWindow(key string) OverviewWindow {
 }
 
 // OverviewStatsVM is the polled region of the Overview: the window switch,
-// the traffic tiles and the resilience counts.
+// the traffic tiles and chart, the top failing targets and the resilience
+// counts.
 type OverviewStatsVM struct {
 	Now        time.Time
 	Window     OverviewWindow
 	Traffic    TrafficVM
+	Chart      TrafficChartVM
+	Failing    []FailingTargetVM // top failing targets of the last hour
 	Resilience ResilienceTilesVM
 }
 

@@ -1,6 +1,7 @@
 package views
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -276,4 +277,53 @@ func (r FlagRowVM) DisabledWhileSaving() string {
 		sel += ", #" + RowID(RowFlagReset, r.Key)
 	}
 	return sel
+}
+
+// TargetMetricsVM are the live dispatch metrics of one combo target
+// (30-routing §8.1: the last 100 upstream outcomes of its connections), each
+// "—" while unknown.
+type TargetMetricsVM struct {
+	Samples     string // number of outcomes held
+	SuccessRate string // "91.7 %"; unknown without samples
+	AvgLatency  string // mean over successful dispatches
+	P95Latency  string // unknown below 10 successful dispatches
+}
+
+// UnknownTargetMetrics is the metrics of a target nothing is known of (a
+// combo reference, or a page rendered without the gateway).
+var UnknownTargetMetrics = TargetMetricsVM{Samples: "0", SuccessRate: "—", AvgLatency: "—", P95Latency: "—"}
+
+// NewTargetMetricsVM words a target's dispatch metrics.
+func NewTargetMetricsVM(s gateway.TargetStats) TargetMetricsVM {
+	vm := UnknownTargetMetrics
+	vm.Samples = Thousands(int64(s.Samples))
+	if s.SuccessRate != nil {
+		vm.SuccessRate = PercentText(*s.SuccessRate)
+	}
+	if s.AvgLatencyMs != nil {
+		vm.AvgLatency = LatencyText(int64(math.Round(*s.AvgLatencyMs)))
+	}
+	if s.P95LatencyMs != nil {
+		vm.P95Latency = LatencyText(int64(math.Round(*s.P95LatencyMs)))
+	}
+	return vm
+}
+
+// WithMetrics puts the dispatch metrics of every target on its chip;
+// metrics maps a combo id to one entry per target, in target order.
+func (vm CombosListVM) WithMetrics(metrics map[string][]TargetMetricsVM) CombosListVM {
+	rows := make([]ComboRowVM, len(vm.Rows))
+	for i, r := range vm.Rows {
+		chips := make([]TargetChipVM, len(r.Targets))
+		copy(chips, r.Targets)
+		for j := range chips {
+			if j < len(metrics[r.ID]) {
+				chips[j].Metrics = metrics[r.ID][j]
+			}
+		}
+		r.Targets = chips
+		rows[i] = r
+	}
+	vm.Rows = rows
+	return vm
 }
