@@ -12,6 +12,10 @@ import (
 // streamAdapter turns upstream SSE payloads into client frames for one
 // (inbound, upstream) format pair, and says which events are useful
 // (10-gateway-api §7.2) and when the stream is complete.
+//
+// Feed must not keep data after it returns, and the frames it returns are
+// only valid until its next call: the relay writes them at once or copies
+// the ones it holds back.
 type streamAdapter interface {
 	Feed(event string, data []byte) (frames [][]byte, useful, done bool, err error)
 	// End is called when the upstream body ended without a terminal event.
@@ -35,6 +39,8 @@ type chatPassthrough struct {
 	finished bool
 	useful   bool
 	usage    translate.Usage
+	frame    []byte    // reused by every Feed
+	frames   [1][]byte // the slice Feed returns
 }
 
 func newChatPassthrough() *chatPassthrough { return &chatPassthrough{} }
@@ -49,25 +55,183 @@ func (a *chatPassthrough) Feed(_ string, data []byte) ([][]byte, bool, bool, err
 		}
 		return nil, false, true, nil
 	}
-	var probe chunkProbe
-	if err := json.Unmarshal(data, &probe); err != nil {
-		return nil, false, false, translate.ErrMalformed
+	f, err := readChunk(data)
+	if err != nil {
+		return nil, false, false, err
 	}
-	if len(probe.Error) > 0 && string(probe.Error) != "null" {
-		code, typ, msg := parseUpstreamError(append(append([]byte(`{"error":`), probe.Error...), '}'))
-		return nil, false, false, &translate.UpstreamError{Code: code, Type: typ, Message: msg}
+	if f.usage != nil {
+		a.usage = f.usage.counts()
 	}
-	if probe.Usage != nil {
-		a.usage = probe.Usage.counts()
-	}
-	if probe.finished() {
+	if f.finished {
 		a.finished = true
 	}
-	useful := probe.useful()
-	a.useful = a.useful || useful
-	frame := make([]byte, 0, len(data)+8)
-	frame = append(append(append(frame, "data: "...), data...), '\n', '\n')
-	return [][]byte{frame}, useful, false, nil
+	a.useful = a.useful || f.useful
+	a.frame = append(append(append(a.frame[:0], "data: "...), data...), '\n', '\n')
+	a.frames[0] = a.frame
+	return a.frames[:], f.useful, false, nil
+}
+
+// chunkFacts is what the relay takes from one chat.completion.chunk.
+type chunkFacts struct {
+	useful, finished bool
+	usage            *usage
+}
+
+// readChunk reads a chunk as json.Unmarshal into chunkProbe would:
+// translate.ErrMalformed for a chunk that does not decode, an
+// *translate.UpstreamError for an error object. Plain chunks are read by
+// scanChunk without decoding them; anything it does not handle is decoded.
+func readChunk(data []byte) (chunkFacts, error) {
+	if !json.Valid(data) {
+		return chunkFacts{}, translate.ErrMalformed
+	}
+	f, rawUsage, rawErr, ok := scanChunk(data)
+	if !ok {
+		var probe chunkProbe
+		if err := json.Unmarshal(data, &probe); err != nil {
+			return chunkFacts{}, translate.ErrMalformed
+		}
+		f = chunkFacts{useful: probe.useful(), finished: probe.finished(), usage: probe.Usage}
+		rawErr = probe.Error
+	} else if rawUsage != nil {
+		f.usage = new(usage)
+		if json.Unmarshal(rawUsage, f.usage) != nil {
+			return chunkFacts{}, translate.ErrMalformed
+		}
+	}
+	if len(rawErr) > 0 && string(rawErr) != "null" {
+		code, typ, msg := parseUpstreamError(append(append([]byte(`{"error":`), rawErr...), '}'))
+		return chunkFacts{}, &translate.UpstreamError{Code: code, Type: typ, Message: msg}
+	}
+	return f, nil
+}
+
+// scanChunk reads a valid JSON chunk of the usual shape by scanning its
+// bytes: an object whose "choices" is null or an array of objects (or
+// nulls) with "delta" and "finish_reason", deltas with string or null
+// "content", "reasoning_content" and "reasoning" and any "tool_calls".
+// It returns the raw "usage" object (nil when absent or null) and the raw
+// "error" value. ok is false, and the chunk must be decoded, for anything
+// else: another type where those fields are, a repeated field, or a key
+// with escapes, non-ASCII bytes or another case that the decoder's
+// case-insensitive matching could take for one of them.
+func scanChunk(data []byte) (f chunkFacts, rawUsage, rawErr []byte, ok bool) {
+	top, ok := objectAt(data, 0)
+	if !ok {
+		return f, nil, nil, false
+	}
+	var seen [3]bool
+	for top.next() {
+		var v []byte
+		switch k := fieldOf(top.key, "choices", "usage", "error"); k {
+		case -1:
+			continue
+		case -2:
+			return f, nil, nil, false
+		default:
+			if seen[k] {
+				return f, nil, nil, false
+			}
+			seen[k] = true
+			v = top.val
+			switch k {
+			case 0:
+				if !scanChoices(v, &f) {
+					return f, nil, nil, false
+				}
+			case 1:
+				switch v[0] {
+				case 'n':
+				case '{':
+					rawUsage = v
+				default:
+					return f, nil, nil, false
+				}
+			case 2:
+				rawErr = v
+			}
+		}
+	}
+	return f, rawUsage, rawErr, true
+}
+
+// scanChoices reads a "choices" value into f; false when it is not null or
+// an array of plain choices.
+func scanChoices(v []byte, f *chunkFacts) bool {
+	if v[0] == 'n' {
+		return true
+	}
+	arr, ok := arrayAt(v, 0)
+	if !ok {
+		return false
+	}
+	for arr.next() {
+		el := arr.val
+		if el[0] == 'n' {
+			continue
+		}
+		choice, ok := objectAt(el, 0)
+		if !ok {
+			return false
+		}
+		var seen [2]bool
+		for choice.next() {
+			k := fieldOf(choice.key, "delta", "finish_reason")
+			switch {
+			case k == -1:
+				continue
+			case k == -2 || seen[k]:
+				return false
+			}
+			seen[k] = true
+			cv := choice.val
+			if k == 1 {
+				switch cv[0] {
+				case 'n':
+				case '"':
+					f.finished, f.useful = true, true
+				default:
+					return false
+				}
+				continue
+			}
+			if cv[0] == 'n' {
+				continue
+			}
+			delta, ok := objectAt(cv, 0)
+			if !ok {
+				return false
+			}
+			var dseen [4]bool
+			for delta.next() {
+				k := fieldOf(delta.key, "content", "tool_calls", "reasoning_content", "reasoning")
+				switch {
+				case k == -1:
+					continue
+				case k == -2 || dseen[k]:
+					return false
+				}
+				dseen[k] = true
+				dv := delta.val
+				if k == 1 { // tool_calls: any value
+					if string(dv) != "null" {
+						f.useful = true
+					}
+					continue
+				}
+				switch dv[0] {
+				case 'n':
+				case '"':
+					if len(dv) > 2 { // a non-empty string
+						f.useful = true
+					}
+				default:
+					return false
+				}
+			}
+		}
+	}
+	return true
 }
 
 func (a *chatPassthrough) End() ([][]byte, bool, error) {

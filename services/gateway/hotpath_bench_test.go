@@ -1,13 +1,18 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +21,7 @@ import (
 	"switchyard/services/affinity"
 	"switchyard/services/resilience"
 	"switchyard/services/routing"
+	"switchyard/services/translate"
 )
 
 // Benchmarks of the gateway's per-request hot path (60-quality §5.3 (e)):
@@ -81,6 +87,12 @@ func newBenchEnv(b *testing.B, n int, strategy string) *benchEnv {
 // "no-lockouts" (cooling and terminal only) or "healthy" (no state at all).
 func newBenchEnvMix(b *testing.B, n int, strategy, mix string) *benchEnv {
 	b.Helper()
+	return newBenchEnvAt(b, n, strategy, mix, "http://127.0.0.1:9/v1")
+}
+
+// newBenchEnvAt builds the environment with every connection at baseURL.
+func newBenchEnvAt(b testing.TB, n int, strategy, mix, baseURL string) *benchEnv {
+	b.Helper()
 	ctx := context.Background()
 	clock := benchClock{now: benchT0}
 	cat := services.NewCatalogue([]services.CustomProvider{
@@ -100,7 +112,7 @@ func newBenchEnvMix(b *testing.B, n int, strategy, mix string) *benchEnv {
 		id := fmt.Sprintf("conn-%04d", i)
 		env.ids = append(env.ids, id)
 		src.conns = append(src.conns, services.Connection{ID: id, Provider: "fake", Name: id, AuthClass: services.AuthAPIKey, Enabled: true,
-			Priority: i / 10, BaseURL: "http://127.0.0.1:9/v1", CreatedAt: benchT0.Add(time.Duration(i) * time.Second)})
+			Priority: i / 10, BaseURL: baseURL, CreatedAt: benchT0.Add(time.Duration(i) * time.Second)})
 		switch {
 		case mix == "healthy":
 		case i%20 == 2:
@@ -118,7 +130,7 @@ func newBenchEnvMix(b *testing.B, n int, strategy, mix string) *benchEnv {
 		}
 	}
 	src.conns = append(src.conns, services.Connection{ID: "connb-1", Provider: "fakeb", Name: "b", AuthClass: services.AuthAPIKey,
-		Enabled: true, BaseURL: "http://127.0.0.1:9/v1", CreatedAt: benchT0})
+		Enabled: true, BaseURL: baseURL, CreatedAt: benchT0})
 	src.combos = []services.Combo{{ID: "cb1", Name: "bench", Strategy: "priority", Enabled: true, Targets: []services.Target{
 		{ID: "t1", Kind: services.KindModel, Provider: "fake", Model: "m1"},
 		{ID: "t2", Kind: services.KindModel, Provider: "fakeb", Model: "m1"},
@@ -285,7 +297,7 @@ func benchWriter() (*clientWriter, *httptest.ResponseRecorder) {
 }
 
 // BenchmarkSSERelay measures the relay of chat chunks on the stream path:
-// chatPassthrough.Feed (the JSON probe of every chunk) and clientWriter.frame
+// chatPassthrough.Feed (readChunk on every chunk) and clientWriter.frame
 // (write deadline, write, flush) into a recorder. event: one content chunk
 // per op; stream-20: a whole stream per op (role chunk, 20 content chunks,
 // finish chunk, [DONE]) through a fresh adapter, as one request sees it.
@@ -340,7 +352,9 @@ func BenchmarkSSERelay(b *testing.B) {
 					}
 					continue
 				}
-				prelude = append(prelude, frames...)
+				for _, f := range frames { // the relay copies what it holds back
+					prelude = append(prelude, bytes.Clone(f))
+				}
 				if useful {
 					out.commitUseful(prelude)
 					prelude = prelude[:0]
@@ -350,7 +364,8 @@ func BenchmarkSSERelay(b *testing.B) {
 	})
 }
 
-// BenchmarkChunkProbe is the per-event JSON decode of chatPassthrough.
+// BenchmarkChunkProbe is a JSON decode of a chunk into chunkProbe, what
+// chatPassthrough did for every event before readChunk.
 func BenchmarkChunkProbe(b *testing.B) {
 	data := chunk("Hel", false)
 	b.SetBytes(int64(len(data)))
@@ -359,6 +374,19 @@ func BenchmarkChunkProbe(b *testing.B) {
 		var p chunkProbe
 		if err := json.Unmarshal(data, &p); err != nil || !p.useful() {
 			b.Fatal("probe")
+		}
+	}
+}
+
+// BenchmarkReadChunk is the per-event read of chatPassthrough: a validity
+// check and a byte scan of the chunk.
+func BenchmarkReadChunk(b *testing.B) {
+	data := chunk("Hel", false)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if f, err := readChunk(data); err != nil || !f.useful {
+			b.Fatal("read")
 		}
 	}
 }
@@ -395,5 +423,275 @@ func BenchmarkRequestBody(b *testing.B) {
 		if _, err := requestBody(req, "m1"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// referenceChatFeed is chatPassthrough.Feed as a plain decode into
+// chunkProbe: the behaviour the byte-scanning reader must keep.
+func referenceChatFeed(data []byte) (useful, finished bool, u *translate.Usage, err error) {
+	var probe chunkProbe
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return false, false, nil, translate.ErrMalformed
+	}
+	if len(probe.Error) > 0 && string(probe.Error) != "null" {
+		code, typ, msg := parseUpstreamError(append(append([]byte(`{"error":`), probe.Error...), '}'))
+		return false, false, nil, &translate.UpstreamError{Code: code, Type: typ, Message: msg}
+	}
+	if probe.Usage != nil {
+		c := probe.Usage.counts()
+		u = &c
+	}
+	return probe.useful(), probe.finished(), u, nil
+}
+
+// genChunk builds a random chat chunk from the fields the relay reads, in
+// the spellings, types, repetitions and spacing a decoder must cope with.
+func genChunk(r *rand.Rand) []byte {
+	pick := func(xs ...string) string { return xs[r.IntN(len(xs))] }
+	sp := func() string { return pick("", "", "", " ", "\n ", "\t") }
+	obj := func(members []string) string {
+		r.Shuffle(len(members), func(i, j int) { members[i], members[j] = members[j], members[i] })
+		var b strings.Builder
+		b.WriteString("{" + sp())
+		for i, m := range members {
+			if i > 0 {
+				b.WriteString(sp() + "," + sp())
+			}
+			b.WriteString(m)
+		}
+		b.WriteString(sp() + "}")
+		return b.String()
+	}
+	str := func() string {
+		return pick(`null`, `""`, `"x"`, `"Hel"`, `"\u00e9"`, `"\n"`, `"é"`, "\"\xff\"", `1`, `true`, `[]`, `{}`, `"\""`)
+	}
+	member := func(key, val string) string { return `"` + key + `"` + sp() + ":" + sp() + val }
+	// some includes each key with probability 1/2, the last (an odd
+	// spelling) with 1/6.
+	some := func(keys []string, val func(string) string) []string {
+		var out []string
+		for i, k := range keys {
+			if (i < len(keys)-1 && r.IntN(2) == 0) || (i == len(keys)-1 && r.IntN(6) == 0) {
+				out = append(out, member(k, val(k)))
+				if r.IntN(6) == 0 { // the same key again, with its own value
+					out = append(out, member(k, val(k)))
+				}
+			}
+		}
+		return out
+	}
+	delta := func() string {
+		return pick(`null`, `1`, `"d"`, obj(some([]string{"content", "role", "contenT"}, func(string) string { return str() })), obj(some([]string{"content", "tool_calls", "reasoning_content", "reasoning", "role",
+			pick("Content", "CONTENT", "tool_Calls", `c\u006fntent`, "reasoninG", "cont", "contenT")}, func(k string) string {
+			if k == "tool_calls" || k == "tool_Calls" {
+				return pick(`null`, `[]`, `[{"index":0,"function":{"arguments":"{}"}}]`, `""`, `1`)
+			}
+			return str()
+		})))
+	}
+	choice := func() string {
+		return pick(`null`, `1`, `[]`, `{"index":0,"delta":`+delta()+`}`, obj(some([]string{"delta", "finish_reason", "index", "logprobs", pick("Delta", "finish_Reason", "FINISH_REASON", `d\u0065lta`)},
+			func(k string) string {
+				switch k {
+				case "delta", "Delta", `d\u0065lta`:
+					return delta()
+				case "index":
+					return pick(`0`, `1`, `-1`, `1.5`)
+				}
+				return pick(`null`, `null`, `null`, `"stop"`, `""`, `"length"`, `1`, `{}`)
+			})))
+	}
+	top := some([]string{"choices", "usage", "error", "id", "model", pick("Choices", "USAGE", "Error", `ch\u006fices`, "choıces", "ſ")}, func(k string) string {
+		switch k {
+		case "choices", "Choices", `ch\u006fices`:
+			n := r.IntN(4)
+			els := make([]string, n)
+			for i := range els {
+				els[i] = choice()
+			}
+			return pick(`null`, `"c"`, `{}`, "["+strings.Join(els, ",")+"]", "["+strings.Join(els, ",")+"]")
+		case "usage", "USAGE":
+			return pick(`null`, `1`, `"u"`, `{"prompt_tokens":3,"completion_tokens":4}`, `{"prompt_tokens":1.5}`,
+				`{"prompt_tokens":"x"}`, `{"Prompt_Tokens":7,"prompt_tokens_details":{"cached_tokens":2},"completion_tokens_details":{"reasoning_tokens":1}}`,
+				`{"prompt_tokens_details":null}`, `{"prompt_tokens":99999999999999999999}`)
+		case "error", "Error":
+			return pick(`null`, `{"message":"boom","code":"overloaded","type":"server_error"}`, `"plain"`, `1`, `{}`, `[]`)
+		}
+		return pick(`"chatcmpl-1"`, `null`, `1`, `{"choices":1}`, `["choices"]`)
+	})
+	doc := obj(top)
+	switch r.IntN(40) {
+	case 0:
+		doc = pick(`null`, `[]`, `"s"`, `1`, ``, `{`, `{"choices":[}`, `{"choices":[{"delta":{"content":"x"}}]}x`)
+	case 1: // a random byte edit
+		if len(doc) > 0 {
+			i := r.IntN(len(doc))
+			doc = doc[:i] + pick("", "}", "]", ",", `"`, "\\", " ", "\x00", "n") + doc[i+1:]
+		}
+	}
+	return []byte(sp() + doc + sp())
+}
+
+// The byte-scanning chunk reader answers exactly as decoding does.
+func TestChatFeedMatchesDecoder(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	fast := 0
+	for n := range 200000 {
+		data := genChunk(r)
+		wu, wf, wusage, werr := referenceChatFeed(data)
+		a := newChatPassthrough()
+		frames, useful, _, err := a.Feed("", data)
+		if _, _, _, ok := scanChunk(data); ok && json.Valid(data) {
+			fast++
+		}
+		if fmt.Sprint(err) != fmt.Sprint(werr) || (err == nil) != (werr == nil) {
+			t.Fatalf("case %d %s: err %v, want %v", n, data, err, werr)
+		}
+		if err != nil {
+			continue
+		}
+		var gotUsage *translate.Usage
+		if a.usage != (translate.Usage{}) || wusage != nil && *wusage == (translate.Usage{}) {
+			gotUsage = &a.usage
+		}
+		if useful != wu || a.finished != wf || fmt.Sprint(gotUsage) != fmt.Sprint(wusage) {
+			t.Fatalf("case %d %s: useful %v finished %v usage %v, want %v %v %v", n, data, useful, a.finished, gotUsage, wu, wf, wusage)
+		}
+		if len(frames) != 1 || string(frames[0]) != "data: "+string(data)+"\n\n" {
+			t.Fatalf("case %d: frames %q", n, frames)
+		}
+	}
+	if fast < 50000 {
+		t.Fatalf("only %d of 200000 chunks took the scanning path", fast)
+	}
+}
+
+// relayThrough relays the SSE body an upstream answers with status through
+// relayStream and returns the verdict and what the client received.
+func relayThrough(t *testing.T, status int, sse string) (result, string) {
+	t.Helper()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(status)
+		// Written in small pieces so that events and lines straddle reads.
+		for rest := sse; rest != ""; {
+			n := min(len(rest), 700)
+			_, _ = io.WriteString(w, rest[:n])
+			w.(http.Flusher).Flush()
+			rest = rest[n:]
+		}
+	}))
+	defer up.Close()
+	e := newBenchEnvAt(t, 1, accounts.FillFirst, "healthy", up.URL+"/v1")
+	guard, err := services.ParseEgressAllowlist("127.0.0.0/8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.g.up = NewUpstream(guard, "test")
+	c, ok := e.snap.Connection("conn-0000")
+	if !ok {
+		t.Fatal("no connection")
+	}
+	p, _ := e.snap.Catalogue.Get("fake")
+	req := &Request{ID: "req_relay", Key: e.key, Endpoint: "/v1/chat/completions", Model: "fake/m1", Stream: true, Inbound: InboundChat}
+	rec := httptest.NewRecorder()
+	out := newClientWriter(rec, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil), req, e.set)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	res := e.g.relayStream(ctx, cancel, out, target{provider: p, model: "m1"}, c, "/chat/completions", []byte(`{}`),
+		newChatPassthrough(), e.set, e.newState(req), func(int, http.Header) {})
+	return res, rec.Body.String()
+}
+
+// The relay reads SSE as before: CRLF and LF lines, comments, event names,
+// multi-line data, empty data lines and lines longer than its buffer; it
+// passes each data payload on as one frame and ends with [DONE].
+func TestRelayStreamReadsSSE(t *testing.T) {
+	long := strings.Repeat("é", 3000) // a 6 KiB line
+	var sse, want strings.Builder
+	frame := func(data string) { want.WriteString("data: " + data + "\n\n") }
+	sse.WriteString(": hello\r\n\r\n")
+	c0 := `{"choices":[{"delta":{"role":"assistant","content":""},"finish_reason":null}]}`
+	sse.WriteString("data: " + c0 + "\r\n\r\n")
+	frame(c0)
+	c1 := string(chunk("Hel", false))
+	sse.WriteString("event: completion\ndata:" + c1 + "\n\n")
+	frame(c1)
+	c2 := string(chunk(long, false))
+	sse.WriteString("data: " + c2 + "\n\n")
+	frame(c2)
+	sse.WriteString("data:\n\n")                          // empty: no event
+	sse.WriteString("data: {\"choices\":\ndata: []}\n\n") // two data lines make one payload
+	frame("{\"choices\":\n[]}")
+	c3 := string(chunk("", true))
+	sse.WriteString("data: " + c3 + "\n\n")
+	frame(c3)
+	sse.WriteString("data: [DONE]\n\n")
+	want.WriteString("data: [DONE]\n\n")
+	res, got := relayThrough(t, 200, sse.String())
+	if !res.ok {
+		t.Fatalf("verdict %+v", res)
+	}
+	if got != want.String() {
+		t.Fatalf("client got\n%q\nwant\n%q", got, want.String())
+	}
+
+	// The body may end without a blank line after the last event.
+	res, got = relayThrough(t, 200, "data: "+c1+"\n\ndata: "+c3)
+	if !res.ok || got != "data: "+c1+"\n\ndata: "+c3+"\n\ndata: [DONE]\n\n" {
+		t.Fatalf("verdict %+v, client got %q", res, got)
+	}
+	// Content, then the end of the body without a finish reason.
+	if res, _ = relayThrough(t, 200, "data: "+c1+"\n\n"); res.ok || res.transport != resilience.TransportReset {
+		t.Fatalf("cut stream: verdict %+v", res)
+	}
+	// An error status ends the attempt with its body, nothing written.
+	if res, got = relayThrough(t, 429, `{"error":{"message":"slow down"}}`); res.status != 429 || string(res.body) != `{"error":{"message":"slow down"}}` || got != "" {
+		t.Fatalf("429: verdict %+v, client got %q", res, got)
+	}
+	// A malformed chunk before any useful event fails the attempt quietly.
+	if res, got = relayThrough(t, 200, "data: {\"choices\":[\n\n"); res.detail != resilience.DetailMalformed || got != "" {
+		t.Fatalf("malformed: verdict %+v, client got %q", res, got)
+	}
+}
+
+// A completed stream leaves its upstream connection reusable: the relay
+// reads the end of the body after the terminal event.
+func TestRelayStreamReusesUpstreamConnection(t *testing.T) {
+	var conns atomic.Int32
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: "+string(chunk("Hel", false))+"\n\n")
+		w.(http.Flusher).Flush()
+		_, _ = io.WriteString(w, "data: "+string(chunk("", true))+"\n\ndata: [DONE]\n\n")
+		w.(http.Flusher).Flush()
+		time.Sleep(2 * time.Millisecond) // the end of the body comes on its own
+	}))
+	up.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	up.Start()
+	defer up.Close()
+	e := newBenchEnvAt(t, 1, accounts.FillFirst, "healthy", up.URL+"/v1")
+	guard, err := services.ParseEgressAllowlist("127.0.0.0/8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.g.up = NewUpstream(guard, "test")
+	c, _ := e.snap.Connection("conn-0000")
+	p, _ := e.snap.Catalogue.Get("fake")
+	for i := range 5 {
+		req := &Request{ID: "req_relay", Key: e.key, Endpoint: "/v1/chat/completions", Model: "fake/m1", Stream: true, Inbound: InboundChat}
+		out := newClientWriter(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil), req, e.set)
+		ctx, cancel := context.WithCancelCause(context.Background())
+		res := e.g.relayStream(ctx, cancel, out, target{provider: p, model: "m1"}, c, "/chat/completions", []byte(`{}`),
+			newChatPassthrough(), e.set, e.newState(req), func(int, http.Header) {})
+		if !res.ok {
+			t.Fatalf("stream %d: verdict %+v", i, res)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("5 streams used %d upstream connections, want 1", n)
 	}
 }

@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 
 	"switchyard/services"
 )
@@ -213,3 +214,167 @@ func parseCommon(body []byte, lim Limits) (map[string]json.RawMessage, string, b
 
 // CountTools is countTools for the handlers.
 func CountTools(top map[string]json.RawMessage) int { return countTools(top) }
+
+// jsonIter walks the members of an object, or the elements of an array, of
+// a valid JSON document without decoding them (the caller has checked the
+// document with json.Valid; on other input it stops early or yields
+// garbage, but never reads out of bounds).
+type jsonIter struct {
+	b     []byte
+	i     int
+	end   byte // '}' or ']'
+	first bool
+	key   []byte // raw key of the current member, without its quotes
+	val   []byte // raw current value, capacity trimmed to its length
+}
+
+// objectAt starts a walk over the object at b[i:] (after whitespace);
+// false when no object starts there.
+func objectAt(b []byte, i int) (jsonIter, bool) {
+	i = skipSpace(b, i)
+	if i >= len(b) || b[i] != '{' {
+		return jsonIter{}, false
+	}
+	return jsonIter{b: b, i: i + 1, end: '}', first: true}, true
+}
+
+// arrayAt starts a walk over the array at b[i:] (after whitespace); false
+// when no array starts there.
+func arrayAt(b []byte, i int) (jsonIter, bool) {
+	i = skipSpace(b, i)
+	if i >= len(b) || b[i] != '[' {
+		return jsonIter{}, false
+	}
+	return jsonIter{b: b, i: i + 1, end: ']', first: true}, true
+}
+
+// next moves to the next member or element; false at the end.
+func (it *jsonIter) next() bool {
+	b := it.b
+	i := skipSpace(b, it.i)
+	if i >= len(b) || b[i] == it.end {
+		it.i = i
+		return false
+	}
+	if !it.first {
+		i = skipSpace(b, i+1) // the comma
+	}
+	it.first = false
+	if it.end == '}' {
+		if i >= len(b) || b[i] != '"' {
+			it.i = len(b)
+			return false
+		}
+		ks := i
+		i = skipString(b, i)
+		it.key = b[ks+1 : max(i-1, ks+1)]
+		i = skipSpace(b, min(skipSpace(b, i)+1, len(b))) // the colon
+	}
+	vs := i
+	i = skipValue(b, vs)
+	if i <= vs {
+		it.i = len(b)
+		return false
+	}
+	it.val = b[vs:i:i]
+	it.i = i
+	return true
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index after the string whose quote is at b[i].
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(b)
+}
+
+// skipValue returns the index after the value that starts at b[i].
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return len(b)
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return len(b)
+	}
+	for i < len(b) {
+		switch b[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return i
+		}
+		i++
+	}
+	return i
+}
+
+// fieldOf matches a raw object key against names: its index, -1 for an
+// unrelated key, -2 for a key the standard decoder might still match to one
+// of them (escapes, non-ASCII bytes, another letter case).
+func fieldOf(key []byte, names ...string) int {
+	for _, c := range key {
+		if c == '\\' || c >= utf8.RuneSelf {
+			return -2
+		}
+	}
+	for i, n := range names {
+		if string(key) == n {
+			return i
+		}
+	}
+	for _, n := range names {
+		if asciiFoldEqual(key, n) {
+			return -2
+		}
+	}
+	return -1
+}
+
+func asciiFoldEqual(a []byte, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range len(a) {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
