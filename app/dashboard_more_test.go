@@ -751,3 +751,28 @@ func TestDashboardOverviewChartAndFailingTargets(t *testing.T) {
 	dashFind(t, doc, dashTID(views.OverviewFailingEmptyID))
 	moreNoSession(t, d, "GET", "/overview/stats?window=24h")
 }
+
+// The combos list shows each combo's requests and success rate over the
+// last hour, from the request log.
+func TestDashboardComboLastHourTraffic(t *testing.T) {
+	f := newGW(t, "fk-a", "fk-b")
+	d := rtDash(t, f)
+	cb := moreDemoCombo(t, f, "fk-a")
+	cell := views.RowID(views.RowComboTraffic, cb.ID)
+	full, _ := d.page("/combos", cell)
+	if got := rtText(dashFind(t, full, dashTID(cell))); got != "no requests" {
+		t.Fatalf("before traffic: %q", got)
+	}
+	for i := range 3 {
+		if resp := moreDemoChat(t, f, "hi "+strconv.Itoa(i)); resp.StatusCode != 200 {
+			t.Fatalf("request %d: %d", i, resp.StatusCode)
+		}
+	}
+	if !testkit.PollUntil(5*time.Second, func() bool { return f.app.Server.RequestLogStats().Written >= 3 }) {
+		t.Fatal("request log not written")
+	}
+	full, _ = d.page("/combos", cell)
+	if got := rtText(dashFind(t, full, dashTID(cell))); got != "3 requests · 100.0 % success" {
+		t.Fatalf("after traffic: %q", got)
+	}
+}

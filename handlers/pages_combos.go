@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -27,8 +28,16 @@ func (d *Dashboard) combosList(ctx context.Context, focus string) (views.CombosL
 	if err != nil {
 		return views.CombosListVM{}, err
 	}
-	return views.NewCombosListVM(combos, conns, focus).WithReadiness(d.comboReadiness(combos, conns)).
-		WithMetrics(d.comboMetrics(combos)), nil
+	list := views.NewCombosListVM(combos, conns, focus).WithReadiness(d.comboReadiness(combos, conns)).
+		WithMetrics(d.comboMetrics(combos))
+	if d.Logs != nil {
+		entries, truncated, err := d.recentRequests(ctx, d.Clock.Now().Add(-time.Hour))
+		if err != nil {
+			return views.CombosListVM{}, err
+		}
+		list = list.WithTraffic(entries, truncated)
+	}
+	return list, nil
 }
 
 // comboMetrics reads the live dispatch metrics of every model target

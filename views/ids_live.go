@@ -43,6 +43,7 @@ const (
 	RowConnTestButton  = "conn-test-button" // its Test button
 	RowConnTestResult  = "conn-test-result" // the result line a test leaves in it
 	RowComboTargets    = "combo-chips"      // the targets cell of a combo (refreshed out of band)
+	RowComboTraffic    = "combo-traffic"    // the last-hour requests and success rate of a combo
 	RowComboDot        = "combo-dot"        // RowID(RowComboDot, comboID+"-"+index): one target chip with its dot
 	RowComboMetrics    = "combo-metrics"    // RowID(RowComboMetrics, comboID+"-"+index): one target's dispatch metrics
 	RowComboTest       = "combo-test"       // a combo's Test button

@@ -52,6 +52,37 @@ type ComboRowVM struct {
 	DownVals    string
 	FocusUp     bool // autofocus after a reorder
 	FocusDown   bool
+	// Traffic is the last hour of the combo's requests (WithTraffic); nil
+	// when the request log was not read.
+	Traffic *TrafficVM
+}
+
+// WithTraffic sets each row's requests and success rate over the request
+// log entries given (the last hour), grouped by combo name.
+func (l CombosListVM) WithTraffic(entries []services.RequestLogEntry, truncated bool) CombosListVM {
+	by := map[string][]services.RequestLogEntry{}
+	for _, e := range entries {
+		if e.ComboName != "" {
+			by[e.ComboName] = append(by[e.ComboName], e)
+		}
+	}
+	for i := range l.Rows {
+		t := NewTrafficVM(by[l.Rows[i].Name], truncated)
+		l.Rows[i].Traffic = &t
+	}
+	return l
+}
+
+// TrafficText is "N requests · success %" for the list, "no requests" or "—".
+func (r ComboRowVM) TrafficText() string {
+	switch {
+	case r.Traffic == nil:
+		return "—"
+	case r.Traffic.Requests == 0:
+		return "no requests"
+	}
+	return strconv.Itoa(r.Traffic.Requests) + " " + pluralWord(r.Traffic.Requests, "request", "requests") + " · " +
+		r.Traffic.SuccessRateText() + " success"
 }
 
 // TargetChipVM is one target as "provider/model (connection)".
