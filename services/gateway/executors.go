@@ -337,7 +337,7 @@ func judgeContext(texts []string) string {
 }
 
 // withSystemAfter returns the request body with a system message inserted
-// after the existing system messages (chat), or appended to the system
+// after the leading system messages (chat), or appended to the system
 // prompt (messages).
 func withSystemAfter(req *Request, text string) map[string]json.RawMessage {
 	b := copyBody(req.Body)
@@ -345,19 +345,28 @@ func withSystemAfter(req *Request, text string) map[string]json.RawMessage {
 		b["system"] = joinSystem(req.Body["system"], text, false)
 		return b
 	}
+	b["messages"] = insertSystem(req.Body["messages"], text, true)
+	return b
+}
+
+// insertSystem inserts a system message into a chat messages array: after
+// the leading system (and developer) messages, or at the very start.
+func insertSystem(messages json.RawMessage, text string, afterSystems bool) json.RawMessage {
 	var msgs []json.RawMessage
-	_ = json.Unmarshal(req.Body["messages"], &msgs)
+	_ = json.Unmarshal(messages, &msgs)
 	at := 0
-	for i, m := range msgs {
-		var role struct{ Role string }
-		_ = json.Unmarshal(m, &role)
-		if role.Role == "system" || role.Role == "developer" {
-			at = i + 1
+	for afterSystems && at < len(msgs) {
+		var r struct{ Role string }
+		_ = json.Unmarshal(msgs[at], &r)
+		if r.Role != "system" && r.Role != "developer" {
+			break
 		}
+		at++
 	}
 	sys, _ := json.Marshal(map[string]string{"role": "system", "content": text})
-	msgs = append(msgs[:at], append([]json.RawMessage{sys}, msgs[at:]...)...)
-	b["messages"], _ = json.Marshal(msgs)
+	out := make([]json.RawMessage, 0, len(msgs)+1)
+	out = append(append(append(out, msgs[:at]...), sys), msgs[at:]...)
+	b, _ := json.Marshal(out)
 	return b
 }
 
@@ -569,10 +578,7 @@ func withSystemBefore(req *Request, prompt string) map[string]json.RawMessage {
 		b["system"] = joinSystem(req.Body["system"], prompt, true)
 		return b
 	}
-	var msgs []json.RawMessage
-	_ = json.Unmarshal(req.Body["messages"], &msgs)
-	sys, _ := json.Marshal(map[string]string{"role": "system", "content": prompt})
-	b["messages"], _ = json.Marshal(append([]json.RawMessage{sys}, msgs...))
+	b["messages"] = insertSystem(req.Body["messages"], prompt, false)
 	return b
 }
 

@@ -361,21 +361,8 @@ func (g *Gateway) relayInjection(t target, conn *services.Connection, req *Reque
 	if len(h.ActiveEntities) > 0 {
 		sb.WriteString("\nActive entities: " + strings.Join(h.ActiveEntities, "; "))
 	}
-	var msgs []json.RawMessage
-	_ = json.Unmarshal(req.Body["messages"], &msgs)
-	at := len(msgs)
-	for i, m := range msgs {
-		var r struct{ Role string }
-		_ = json.Unmarshal(m, &r)
-		if r.Role != "system" && r.Role != "developer" {
-			at = i
-			break
-		}
-	}
-	sys, _ := json.Marshal(map[string]string{"role": "system", "content": sb.String()})
-	msgs = append(msgs[:at], append([]json.RawMessage{sys}, msgs[at:]...)...)
 	out := *req
 	out.Body = copyBody(req.Body)
-	out.Body["messages"], _ = json.Marshal(msgs)
+	out.Body["messages"] = insertSystem(req.Body["messages"], sb.String(), true)
 	return &out
 }
