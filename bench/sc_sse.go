@@ -121,6 +121,14 @@ func readMem() memNow {
 	return memNow{heapInuse: ms.HeapInuse, stackInuse: ms.StackInuse, heapAlloc: ms.HeapAlloc, goroutines: runtime.NumGoroutine()}
 }
 
+// stacks is the goroutine stack memory per open stream, KiB.
+func (d idleDelta) stacks() float64 {
+	if d.opened == 0 {
+		return 0
+	}
+	return (float64(d.after.stackInuse) - float64(d.before.stackInuse)) / float64(d.opened) / 1024
+}
+
 // idleDelta is the memory n open streams on one path hold.
 type idleDelta struct {
 	n          int
@@ -178,6 +186,10 @@ func openIdle(ctx context.Context, cfg *config, p *path, n int) (idleDelta, erro
 		pprof.Lookup("heap").WriteTo(f, 0)
 		f.Close()
 	}
+	if f, _ := profileFile(cfg, "goroutines-idle-"+p.name+".txt"); f != nil {
+		pprof.Lookup("goroutine").WriteTo(f, 1)
+		f.Close()
+	}
 	mu.Lock()
 	nf := len(failures)
 	if nf > 0 && err == nil {
@@ -215,19 +227,18 @@ func runIdle(ctx context.Context, cfg *config, t *topology, rep *report) error {
 			rep.warn("idle %s: %v", n, err)
 		}
 		res[n] = d
-		stack := 0.0
-		if d.opened > 0 {
-			stack = (float64(d.after.stackInuse) - float64(d.before.stackInuse)) / float64(d.opened) / 1024
-		}
+		stack := d.stacks()
 		fmt.Fprintf(os.Stderr, "  %-9s %d streams: %.1f KiB/stream in use (%.1f KiB of it stacks), %.1f KiB live, %.2f goroutines/stream (process totals; goroutines %d → %d)\n",
 			n, d.opened, d.inuse/1024, stack, d.live/1024, d.goroutines, d.before.goroutines, d.after.goroutines)
 	}
 	ns := strconv.Itoa(cfg.idleStreams)
 	g := (res["gateway"].inuse - res["direct"].inuse) / 1024
 	b := (res["baseline"].inuse - res["direct"].inuse) / 1024
+	stacks := func(p string) float64 { return res[p].stacks() - res["direct"].stacks() }
 	rep.add(result{Scenario: "d idle streams", Metric: "memory per idle open stream at " + ns, Unit: "KiB", Value: g, Baseline: f64(b), Ratio: ratio(g, b),
 		Target: "≤ 64 KiB", Pass: boolp(g <= 64), Samples: res["gateway"].opened,
-		Note: "Δ(HeapInuse+StackInuse)/stream after GC, path minus direct"})
+		Note: fmt.Sprintf("Δ(HeapInuse+StackInuse)/stream after GC, path minus direct; of it goroutine stacks %.1f KiB (bare proxy %.1f KiB)",
+			stacks("gateway"), stacks("baseline"))})
 	gl := (res["gateway"].live - res["direct"].live) / 1024
 	bl := (res["baseline"].live - res["direct"].live) / 1024
 	rep.add(result{Scenario: "d idle streams", Metric: "live heap+stack per idle stream at " + ns, Unit: "KiB", Value: gl, Baseline: f64(bl), Ratio: ratio(gl, bl),
