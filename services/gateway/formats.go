@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"switchyard/services"
 	"switchyard/services/translate"
@@ -131,6 +133,99 @@ func sameFormat(req *Request, model string) ([]byte, []translate.Warning, error)
 	return b, nil, err
 }
 
+// encodeBody is json.Marshal of fields with "model" set to model: the keys
+// sorted, each value compacted with <, >, & and U+2028/U+2029 escaped. The
+// values are valid JSON (a parsed body's or json.Marshal's), and those
+// already in that form, as a compact client body's are, are copied as they
+// are instead of being scanned by the encoder.
+func encodeBody(fields map[string]json.RawMessage, model string) ([]byte, error) {
+	var keyArr [32]string
+	keys := keyArr[:0]
+	size := len(model) + 16
+	for k, v := range fields {
+		keys = append(keys, k)
+		size += len(k) + len(v) + 4
+	}
+	if _, ok := fields["model"]; !ok {
+		keys = append(keys, "model")
+	}
+	slices.Sort(keys)
+	out := make([]byte, 1, size)
+	out[0] = '{'
+	for i, k := range keys {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = appendJSONString(out, k)
+		out = append(out, ':')
+		if k == "model" {
+			out = appendJSONString(out, model)
+			continue
+		}
+		v := fields[k]
+		if !compactJSON(v) {
+			b, err := json.Marshal(v)
+			if err != nil {
+				return nil, err
+			}
+			v = b
+		}
+		out = append(out, v...)
+	}
+	return append(out, '}'), nil
+}
+
+// appendJSONString appends s as json.Marshal encodes a string.
+func appendJSONString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s)
+			return append(dst, b...)
+		}
+	}
+	return append(append(append(dst, '"'), s...), '"')
+}
+
+// compactJSON reports whether the valid JSON value v is exactly what
+// json.Marshal makes of it as a json.RawMessage: no whitespace outside
+// strings, no <, > or &, and no U+2028 or U+2029.
+func compactJSON(v []byte) bool {
+	if len(v) == 0 {
+		return false
+	}
+	inString := false
+	for i := 0; i < len(v); i++ {
+		if !compactStop[v[i]] {
+			continue
+		}
+		switch c := v[i]; c {
+		case '<', '>', '&':
+			return false
+		case 0xE2: // U+2028 and U+2029 are E2 80 A8 and E2 80 A9
+			if i+2 < len(v) && v[i+1] == 0x80 && v[i+2]&^1 == 0xA8 {
+				return false
+			}
+		case '"':
+			inString = !inString
+		case '\\':
+			i++ // an escape inside a string: skip the escaped byte
+		default: // whitespace
+			if !inString {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// compactStop marks the bytes compactJSON looks at.
+var compactStop = func() (t [256]bool) {
+	for _, c := range []byte("<>&\xE2\"\\ \t\n\r") {
+		t[c] = true
+	}
+	return t
+}()
+
 // withUsageChunk asks an OpenAI-format upstream for the final usage chunk,
 // which the translated client stream needs.
 func withUsageChunk(b []byte) []byte {
@@ -147,21 +242,73 @@ func withUsageChunk(b []byte) []byte {
 }
 
 func passChat(_ *Request, b []byte) ([]byte, translate.Usage, error) {
-	var probe struct {
-		Choices json.RawMessage `json:"choices"`
-		Usage   *usage          `json:"usage"`
-		Error   json.RawMessage `json:"error"`
+	choices, rawUsage, rawErr, ok := scanResponse(b)
+	var u *usage
+	switch {
+	case !ok:
+		var probe struct {
+			Choices json.RawMessage `json:"choices"`
+			Usage   *usage          `json:"usage"`
+			Error   json.RawMessage `json:"error"`
+		}
+		if json.Unmarshal(b, &probe) != nil {
+			return nil, translate.Usage{}, errEmpty
+		}
+		choices, u, rawErr = probe.Choices, probe.Usage, probe.Error
+	case rawUsage != nil:
+		u = new(usage)
+		if json.Unmarshal(rawUsage, u) != nil {
+			return nil, translate.Usage{}, errEmpty
+		}
 	}
-	if json.Unmarshal(b, &probe) != nil {
-		return nil, translate.Usage{}, errEmpty
-	}
-	if len(probe.Error) > 0 && string(probe.Error) != "null" {
+	if len(rawErr) > 0 && string(rawErr) != "null" {
 		return nil, translate.Usage{}, &translate.UpstreamError{Message: "error object in a 200 response"}
 	}
-	if len(probe.Choices) == 0 || bytes.Equal(probe.Choices, []byte("[]")) {
+	if len(choices) == 0 || bytes.Equal(choices, []byte("[]")) {
 		return nil, translate.Usage{}, errEmpty
 	}
-	return b, probe.Usage.counts(), nil
+	return b, u.counts(), nil
+}
+
+// scanResponse reads the raw "choices", "usage" (nil when absent or null)
+// and "error" values of a chat completion without decoding it. ok is
+// false, and the body must be decoded, when it is not a valid JSON object,
+// "usage" is neither an object nor null, or a key repeats one of them or
+// might match one in the decoder's case-insensitive way.
+func scanResponse(b []byte) (choices, rawUsage, rawErr []byte, ok bool) {
+	if !json.Valid(b) {
+		return nil, nil, nil, false
+	}
+	it, ok := objectAt(b, 0)
+	if !ok {
+		return nil, nil, nil, false
+	}
+	var seen [3]bool
+	for it.next() {
+		k := fieldOf(it.key, "choices", "usage", "error")
+		switch {
+		case k == -1:
+			continue
+		case k == -2 || seen[k]:
+			return nil, nil, nil, false
+		}
+		seen[k] = true
+		switch v := it.val; k {
+		case 0:
+			choices = v
+		case 1:
+			switch v[0] {
+			case 'n':
+			case '{':
+				rawUsage = v
+			default:
+				return nil, nil, nil, false
+			}
+		case 2:
+			rawErr = v
+		}
+	}
+	return choices, rawUsage, rawErr, true
 }
 
 func passMessages(_ *Request, b []byte) ([]byte, translate.Usage, error) {

@@ -972,13 +972,7 @@ func dispatchedOnce(st *attemptState) bool { return st.attempts > 0 }
 // requestBody rebuilds the upstream body for a target: the client's fields
 // with model replaced by the upstream model id.
 func requestBody(req *Request, model string) ([]byte, error) {
-	m := make(map[string]json.RawMessage, len(req.Body))
-	for k, v := range req.Body {
-		m[k] = v
-	}
-	mb, _ := json.Marshal(model)
-	m["model"] = mb
-	return json.Marshal(m)
+	return encodeBody(req.Body, model)
 }
 
 // dispatch sends one upstream request and, on success, writes the response.

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -536,7 +537,7 @@ func genChunk(r *rand.Rand) []byte {
 func TestChatFeedMatchesDecoder(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	fast := 0
-	for n := range 200000 {
+	for n := range 60000 {
 		data := genChunk(r)
 		wu, wf, wusage, werr := referenceChatFeed(data)
 		a := newChatPassthrough()
@@ -561,8 +562,8 @@ func TestChatFeedMatchesDecoder(t *testing.T) {
 			t.Fatalf("case %d: frames %q", n, frames)
 		}
 	}
-	if fast < 50000 {
-		t.Fatalf("only %d of 200000 chunks took the scanning path", fast)
+	if fast < 15000 {
+		t.Fatalf("only %d of 60000 chunks took the scanning path", fast)
 	}
 }
 
@@ -693,5 +694,375 @@ func TestRelayStreamReusesUpstreamConnection(t *testing.T) {
 	}
 	if n := conns.Load(); n != 1 {
 		t.Fatalf("5 streams used %d upstream connections, want 1", n)
+	}
+}
+
+// refParseCommon, refParseChat and refParseMessages are the request parsers
+// as plain decodes with encoding/json: the behaviour the scanning parsers
+// must keep.
+func refParseCommon(body []byte, lim Limits) (map[string]json.RawMessage, string, bool, *services.GatewayError) {
+	if err := CheckDepth(body, lim.MaxJSONDepth); err != nil {
+		return nil, "", false, err
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil || top == nil {
+		return nil, "", false, invalid("", "The body is not a valid JSON object.")
+	}
+	var model string
+	raw, ok := top["model"]
+	if !ok || json.Unmarshal(raw, &model) != nil {
+		return nil, "", false, invalid("model", "model is required and must be a string.")
+	}
+	if err := ValidateModel(model); err != nil {
+		return nil, "", false, err
+	}
+	stream := false
+	if v, ok := top["stream"]; ok && string(v) != "null" {
+		if json.Unmarshal(v, &stream) != nil {
+			return nil, "", false, invalid("stream", "stream must be true or false.")
+		}
+	}
+	return top, model, stream, nil
+}
+
+func refMessages(raw json.RawMessage, lim Limits, roleOK func(string) bool, roleMsg string) *services.GatewayError {
+	var msgs []map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &msgs); err != nil || len(msgs) == 0 {
+		return invalid("messages", "messages must be a non-empty array of message objects.")
+	}
+	if len(msgs) > lim.MaxMessages {
+		return invalid("messages", fmt.Sprintf("messages may hold at most %d entries.", lim.MaxMessages))
+	}
+	for i, m := range msgs {
+		var role string
+		if m == nil || json.Unmarshal(m["role"], &role) != nil || !roleOK(role) {
+			return invalid(fmt.Sprintf("messages[%d].role", i), roleMsg)
+		}
+	}
+	return nil
+}
+
+func refParseChat(body []byte, lim Limits) (map[string]json.RawMessage, string, bool, *services.GatewayError) {
+	if err := CheckDepth(body, lim.MaxJSONDepth); err != nil {
+		return nil, "", false, err
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil || top == nil {
+		return nil, "", false, invalid("", "The body is not a valid JSON object.")
+	}
+	var model string
+	raw, ok := top["model"]
+	if !ok || json.Unmarshal(raw, &model) != nil {
+		return nil, "", false, invalid("model", "model is required and must be a string.")
+	}
+	if err := ValidateModel(model); err != nil {
+		return nil, "", false, err
+	}
+	if err := refMessages(top["messages"], lim, func(r string) bool { return chatRoles[r] }, "role must be one of system, developer, user, assistant, tool."); err != nil {
+		return nil, "", false, err
+	}
+	stream := false
+	if v, ok := top["stream"]; ok && string(v) != "null" {
+		if json.Unmarshal(v, &stream) != nil {
+			return nil, "", false, invalid("stream", "stream must be true or false.")
+		}
+	}
+	for _, f := range []string{"max_tokens", "max_completion_tokens"} {
+		if v, ok := top[f]; ok && string(v) != "null" {
+			var n int64
+			if json.Unmarshal(v, &n) != nil || n <= 0 {
+				return nil, "", false, invalid(f, f+" must be a positive integer.")
+			}
+		}
+	}
+	if v, ok := top["n"]; ok && string(v) != "null" {
+		var n int
+		if json.Unmarshal(v, &n) != nil || n < 1 || n > 16 {
+			return nil, "", false, invalid("n", "n must be an integer from 1 to 16.")
+		}
+	}
+	return top, model, stream, nil
+}
+
+func refParseMessages(body []byte, lim Limits) (map[string]json.RawMessage, string, bool, *services.GatewayError) {
+	top, model, stream, err := refParseCommon(body, lim)
+	if err != nil {
+		return nil, "", false, err
+	}
+	var maxTokens int64
+	if json.Unmarshal(top["max_tokens"], &maxTokens) != nil || maxTokens <= 0 {
+		return nil, "", false, invalid("max_tokens", "max_tokens is required and must be a positive integer.")
+	}
+	if err := refMessages(top["messages"], lim, func(r string) bool { return r == "user" || r == "assistant" }, "role must be user or assistant."); err != nil {
+		return nil, "", false, err
+	}
+	return top, model, stream, nil
+}
+
+// genBody builds a random request body around the fields the parsers
+// check, in the types, spellings, repetitions and spacing clients send.
+func genBody(r *rand.Rand) []byte {
+	pick := func(xs ...string) string { return xs[r.IntN(len(xs))] }
+	sp := func() string { return pick("", "", "", " ", "\n  ", "\t") }
+	obj := func(members []string) string {
+		r.Shuffle(len(members), func(i, j int) { members[i], members[j] = members[j], members[i] })
+		return "{" + sp() + strings.Join(members, sp()+","+sp()) + sp() + "}"
+	}
+	member := func(k, v string) string { return `"` + k + `"` + sp() + ":" + sp() + v }
+	message := func() string {
+		if r.IntN(4) != 0 {
+			return `{"role":` + pick(`"user"`, `"assistant"`) + `,"content":"hi"}`
+		}
+		var ms []string
+		if r.IntN(8) != 0 {
+			ms = append(ms, member(pick("role", "role", "role", "Role", `r\u006fle`, "rôle"),
+				pick(`"user"`, `"assistant"`, `"system"`, `"tool"`, `"developer"`, `"wizard"`, `null`, `1`, `"us\u0065r"`, `""`, `"User"`)))
+			if r.IntN(8) == 0 {
+				ms = append(ms, member("role", pick(`"user"`, `"wizard"`)))
+			}
+		}
+		ms = append(ms, member("content", pick(`"hi"`, `"<b>&amp;</b>"`, `[{"type":"text","text":"x"}]`, `null`, "\"\u2028\"", `"é"`)))
+		return pick(obj(ms), obj(ms), obj(ms), `null`, `1`, `"m"`, `[]`)
+	}
+	var members []string
+	add := func(k, v string) {
+		members = append(members, member(k, v))
+		if r.IntN(12) == 0 { // the same key again
+			members = append(members, member(k, v))
+		}
+	}
+	if r.IntN(10) != 0 {
+		add(pick("model", "model", "model", "Model", `m\u006fdel`), pick(`"gpt-4o-mini"`, `"fake/m1"`, `"combo"`, `"gpt-4o-mini"`, `"fake/m1"`, `"combo"`, `""`, `null`, `1`, `"m\u0000x"`, `"gpt\u002d4o"`, `"é"`, "\"\xff\""))
+	}
+	if r.IntN(8) != 0 {
+		n := r.IntN(6)
+		ms := make([]string, n)
+		for i := range ms {
+			ms[i] = message()
+		}
+		add("messages", pick("["+sp()+strings.Join(ms, ","+sp())+sp()+"]", "["+strings.Join(ms, ",")+"]", `null`, `{}`, `"m"`))
+	}
+	for _, f := range []struct{ k, vals string }{
+		{"stream", `true|false|null|"yes"|1`},
+		{"max_tokens", `64|0|-1|1.5|1e3|"5"|null|99999999999999999999|9223372036854775807`},
+		{"max_completion_tokens", `5|0|null|true`},
+		{"n", `1|16|17|0|2.0|null|"2"`},
+		{"temperature", `0.2|1|null`},
+		{"tools", `[]|[{"type":"function"}]|null`},
+		{"metadata", `{"a":"<x>","b":[1,2,{"c":null}]}|{}`},
+		{"stream_options", `{"include_usage":true}`},
+		{"m\u00f6del", `"x"`},
+	} {
+		if r.IntN(3) == 0 {
+			vals := strings.Split(f.vals, "|")
+			add(f.k, vals[r.IntN(len(vals))])
+		}
+	}
+	doc := obj(members)
+	switch r.IntN(30) {
+	case 0:
+		doc = pick(`null`, `[]`, `"s"`, `1`, ``, `{`, `{"model":"m",}`, `{"model":"m"}x`, `]]]]{"model":"m"}`)
+	case 1: // a random byte edit
+		if len(doc) > 0 {
+			i := r.IntN(len(doc))
+			doc = doc[:i] + pick("", "}", "]", ",", `"`, "\\", " ", "\x00", "[[[[[[[[[[") + doc[i+1:]
+		}
+	}
+	return []byte(sp() + doc + sp())
+}
+
+// The scanning request parsers answer exactly as decoding does: same
+// fields, model, stream flag and errors.
+func TestParsersMatchDecoder(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	lims := []Limits{DefaultLimits(), {MaxBodyBytes: 1 << 20, MaxJSONDepth: 4, MaxMessages: 3}}
+	parsers := []struct {
+		name      string
+		got, want func([]byte, Limits) (map[string]json.RawMessage, string, bool, *services.GatewayError)
+	}{{"chat", ParseChat, refParseChat}, {"messages", ParseMessages, refParseMessages}, {"common", parseCommon, refParseCommon}}
+	accepted := 0
+	for n := range 10000 {
+		body := genBody(r)
+		if n < len(parseSeeds) {
+			body = []byte(parseSeeds[n])
+		}
+		lim := lims[n%len(lims)]
+		for _, p := range parsers {
+			top, model, stream, gerr := p.got(body, lim)
+			wtop, wmodel, wstream, werr := p.want(body, lim)
+			if fmt.Sprint(gerr) != fmt.Sprint(werr) || (gerr == nil) != (werr == nil) ||
+				gerr != nil && (gerr.Param != werr.Param || gerr.Code != werr.Code || gerr.Status != werr.Status) {
+				t.Fatalf("%s %q: error %+v, want %+v", p.name, body, gerr, werr)
+			}
+			if gerr != nil {
+				continue
+			}
+			accepted++
+			if model != wmodel || stream != wstream || !reflect.DeepEqual(top, wtop) {
+				t.Fatalf("%s %q: %q %v %q, want %q %v %q", p.name, body, model, stream, top, wmodel, wstream, wtop)
+			}
+		}
+	}
+	t.Logf("%d accepted", accepted)
+	if accepted < 1500 {
+		t.Fatalf("only %d accepted bodies", accepted)
+	}
+}
+
+// refRequestBody is requestBody as a map copy and json.Marshal.
+func refRequestBody(fields map[string]json.RawMessage, model string) ([]byte, error) {
+	m := make(map[string]json.RawMessage, len(fields))
+	for k, v := range fields {
+		m[k] = v
+	}
+	mb, _ := json.Marshal(model)
+	m["model"] = mb
+	return json.Marshal(m)
+}
+
+// The upstream body is byte for byte what json.Marshal made of the parsed
+// fields, whatever their spacing, escapes and characters.
+func TestRequestBodyMatchesMarshal(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	models := []string{"m1", "gpt-4o-mini", "a<b>&c", "a&b", "a>b", "é", "\u2028", "tab\there", `q"uote`, "\xff", ""}
+	checked := 0
+	for n := range 10000 {
+		body := genBody(r)
+		if n < len(parseSeeds) {
+			body = []byte(parseSeeds[n])
+		}
+		top := decodeTop(body)
+		if top == nil {
+			continue
+		}
+		if n%7 == 0 {
+			delete(top, "model")
+			top["extra"] = nil // a field set to a nil value
+		}
+		model := models[n%len(models)]
+		got, err := encodeBody(top, model)
+		want, werr := refRequestBody(top, model)
+		if (err == nil) != (werr == nil) || !bytes.Equal(got, want) {
+			t.Fatalf("%q with model %q:\n got %s (%v)\nwant %s (%v)", body, model, got, err, want, werr)
+		}
+		checked++
+	}
+	for _, v := range []string{`{"a" : [1, 2]}`, "\"\u2028\"", "\"\u2029\"", `"…"`, `"\u2028"`, `"a\"b <"`, `"a&b"`, `"a>b"`,
+		`[ ]`, "[\n1]", "[1,\t2]", "[1,\r2]", `{"k":"\\\" "}`, `["\"", 1]`} {
+		top := map[string]json.RawMessage{"v": json.RawMessage(v)}
+		got, _ := encodeBody(top, "m")
+		want, _ := refRequestBody(top, "m")
+		if !bytes.Equal(got, want) {
+			t.Fatalf("value %q: got %s, want %s", v, got, want)
+		}
+	}
+	if checked < 5000 {
+		t.Fatalf("only %d bodies checked", checked)
+	}
+}
+
+// refPassChat is passChat as a plain decode.
+func refPassChat(b []byte) ([]byte, translate.Usage, error) {
+	var probe struct {
+		Choices json.RawMessage `json:"choices"`
+		Usage   *usage          `json:"usage"`
+		Error   json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(b, &probe) != nil {
+		return nil, translate.Usage{}, errEmpty
+	}
+	if len(probe.Error) > 0 && string(probe.Error) != "null" {
+		return nil, translate.Usage{}, &translate.UpstreamError{Message: "error object in a 200 response"}
+	}
+	if len(probe.Choices) == 0 || bytes.Equal(probe.Choices, []byte("[]")) {
+		return nil, translate.Usage{}, errEmpty
+	}
+	return b, probe.Usage.counts(), nil
+}
+
+// passChat judges a non-stream body as decoding it does.
+func TestPassChatMatchesDecoder(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for n := range 20000 {
+		b := genChunk(r)
+		if n%5 == 0 {
+			b = bytes.Replace(b, []byte(`"choices":[]`), []byte(`"choices":[ ]`), 1)
+		}
+		got, gu, gerr := passChat(nil, b)
+		want, wu, werr := refPassChat(b)
+		if !bytes.Equal(got, want) || gu != wu || fmt.Sprint(gerr) != fmt.Sprint(werr) {
+			t.Fatalf("%s: %v %v, want %v %v", b, gu, gerr, wu, werr)
+		}
+	}
+}
+
+// refCheckDepth is CheckDepth as a byte-at-a-time state machine.
+func refCheckDepth(b []byte, max int) *services.GatewayError {
+	depth := 0
+	inStr, esc := false, false
+	for _, c := range b {
+		if inStr {
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inStr = true
+		case '{', '[':
+			depth++
+			if depth > max {
+				return invalid("", fmt.Sprintf("The JSON body is nested deeper than %d levels.", max))
+			}
+		case '}', ']':
+			depth--
+		}
+	}
+	return nil
+}
+
+// CheckDepth answers as the state machine does on any bytes.
+func TestCheckDepthMatchesStateMachine(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	alphabet := []byte(`{}[]"\\ax `)
+	for n := range 30000 {
+		var b []byte
+		switch n % 3 {
+		case 0:
+			b = genBody(r)
+		case 1:
+			b = genChunk(r)
+		default:
+			b = make([]byte, r.IntN(40))
+			for i := range b {
+				b[i] = alphabet[r.IntN(len(alphabet))]
+			}
+		}
+		for _, max := range []int{1, 2, 3, 64} {
+			if got, want := CheckDepth(b, max), refCheckDepth(b, max); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("%q depth %d: %v, want %v", b, max, got, want)
+			}
+		}
+	}
+}
+
+// BenchmarkPassChat is the check of a non-stream chat completion body
+// before it is relayed.
+func BenchmarkPassChat(b *testing.B) {
+	body := []byte(`{"id":"chatcmpl-bench0123456789","object":"chat.completion","created":1772359200,"model":"m1","system_fingerprint":"fp_bench",` +
+		`"choices":[{"index":0,"message":{"role":"assistant","content":"Hello! How can I help you today?"},"logprobs":null,"finish_reason":"stop"}],` +
+		`"usage":{"prompt_tokens":52,"completion_tokens":9,"total_tokens":61,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":0}}}`)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := passChat(nil, body); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"unicode/utf8"
 
 	"switchyard/services"
@@ -28,22 +30,10 @@ func invalid(param, msg string) *services.GatewayError {
 // so a hostile body cannot make the decoder recurse.
 func CheckDepth(b []byte, max int) *services.GatewayError {
 	depth := 0
-	inStr, esc := false, false
-	for _, c := range b {
-		if inStr {
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
-			continue
-		}
-		switch c {
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
 		case '"':
-			inStr = true
+			i = skipString(b, i) - 1
 		case '{', '[':
 			depth++
 			if depth > max {
@@ -65,52 +55,75 @@ func ParseChat(body []byte, lim Limits) (map[string]json.RawMessage, string, boo
 	if err := CheckDepth(body, lim.MaxJSONDepth); err != nil {
 		return nil, "", false, err
 	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(body, &top); err != nil || top == nil {
+	top := decodeTop(body)
+	if top == nil {
 		return nil, "", false, invalid("", "The body is not a valid JSON object.")
 	}
-	var model string
 	raw, ok := top["model"]
-	if !ok || json.Unmarshal(raw, &model) != nil {
+	model, isString := decodeString(raw)
+	if !ok || !isString {
 		return nil, "", false, invalid("model", "model is required and must be a string.")
 	}
 	if err := ValidateModel(model); err != nil {
 		return nil, "", false, err
 	}
-	var msgs []map[string]json.RawMessage
-	if err := json.Unmarshal(top["messages"], &msgs); err != nil || len(msgs) == 0 {
-		return nil, "", false, invalid("messages", "messages must be a non-empty array of message objects.")
-	}
-	if len(msgs) > lim.MaxMessages {
-		return nil, "", false, invalid("messages", fmt.Sprintf("messages may hold at most %d entries.", lim.MaxMessages))
-	}
-	for i, m := range msgs {
-		var role string
-		if m == nil || json.Unmarshal(m["role"], &role) != nil || !chatRoles[role] {
-			return nil, "", false, invalid(fmt.Sprintf("messages[%d].role", i), "role must be one of system, developer, user, assistant, tool.")
-		}
+	if err := checkMessages(top["messages"], lim.MaxMessages, func(role string) bool { return chatRoles[role] },
+		"role must be one of system, developer, user, assistant, tool."); err != nil {
+		return nil, "", false, err
 	}
 	stream := false
 	if v, ok := top["stream"]; ok && string(v) != "null" {
-		if json.Unmarshal(v, &stream) != nil {
+		if stream, ok = decodeBool(v); !ok {
 			return nil, "", false, invalid("stream", "stream must be true or false.")
 		}
 	}
 	for _, f := range []string{"max_tokens", "max_completion_tokens"} {
 		if v, ok := top[f]; ok && string(v) != "null" {
-			var n int64
-			if json.Unmarshal(v, &n) != nil || n <= 0 {
+			if n, err := strconv.ParseInt(string(v), 10, 64); err != nil || n <= 0 {
 				return nil, "", false, invalid(f, f+" must be a positive integer.")
 			}
 		}
 	}
 	if v, ok := top["n"]; ok && string(v) != "null" {
-		var n int
-		if json.Unmarshal(v, &n) != nil || n < 1 || n > 16 {
+		if n, err := strconv.ParseInt(string(v), 10, 64); err != nil || n < 1 || n > 16 {
 			return nil, "", false, invalid("n", "n must be an integer from 1 to 16.")
 		}
 	}
 	return top, model, stream, nil
+}
+
+// checkMessages validates a "messages" value as json.Unmarshal into
+// []map[string]json.RawMessage followed by the count and per-message role
+// checks would: a non-empty array of objects, at most max of them, each
+// with a "role" string that roleOK accepts.
+func checkMessages(raw []byte, max int, roleOK func(string) bool, roleMsg string) *services.GatewayError {
+	arr, ok := arrayAt(raw, 0)
+	n := 0
+	for ok && arr.next() {
+		if c := arr.val[0]; c != '{' && c != 'n' {
+			ok = false
+		}
+		n++
+	}
+	if !ok || n == 0 {
+		return invalid("messages", "messages must be a non-empty array of message objects.")
+	}
+	if n > max {
+		return invalid("messages", fmt.Sprintf("messages may hold at most %d entries.", max))
+	}
+	arr, _ = arrayAt(raw, 0)
+	for i := 0; arr.next(); i++ {
+		role, ok := memberValue(arr.val, "role")
+		if ok {
+			var s string
+			s, ok = decodeString(role)
+			ok = ok && roleOK(s)
+		}
+		if !ok {
+			return invalid(fmt.Sprintf("messages[%d].role", i), roleMsg)
+		}
+	}
+	return nil
 }
 
 // countTools returns len(tools) of a request body (0 when absent).
@@ -128,22 +141,12 @@ func ParseMessages(body []byte, lim Limits) (map[string]json.RawMessage, string,
 	if err != nil {
 		return nil, "", false, err
 	}
-	var maxTokens int64
-	if json.Unmarshal(top["max_tokens"], &maxTokens) != nil || maxTokens <= 0 {
+	if n, err := strconv.ParseInt(string(top["max_tokens"]), 10, 64); err != nil || n <= 0 {
 		return nil, "", false, invalid("max_tokens", "max_tokens is required and must be a positive integer.")
 	}
-	var msgs []map[string]json.RawMessage
-	if err := json.Unmarshal(top["messages"], &msgs); err != nil || len(msgs) == 0 {
-		return nil, "", false, invalid("messages", "messages must be a non-empty array of message objects.")
-	}
-	if len(msgs) > lim.MaxMessages {
-		return nil, "", false, invalid("messages", fmt.Sprintf("messages may hold at most %d entries.", lim.MaxMessages))
-	}
-	for i, m := range msgs {
-		var role string
-		if m == nil || json.Unmarshal(m["role"], &role) != nil || (role != "user" && role != "assistant") {
-			return nil, "", false, invalid(fmt.Sprintf("messages[%d].role", i), "role must be user or assistant.")
-		}
+	if err := checkMessages(top["messages"], lim.MaxMessages, func(role string) bool { return role == "user" || role == "assistant" },
+		"role must be user or assistant."); err != nil {
+		return nil, "", false, err
 	}
 	return top, model, stream, nil
 }
@@ -191,13 +194,13 @@ func parseCommon(body []byte, lim Limits) (map[string]json.RawMessage, string, b
 	if err := CheckDepth(body, lim.MaxJSONDepth); err != nil {
 		return nil, "", false, err
 	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(body, &top); err != nil || top == nil {
+	top := decodeTop(body)
+	if top == nil {
 		return nil, "", false, invalid("", "The body is not a valid JSON object.")
 	}
-	var model string
 	raw, ok := top["model"]
-	if !ok || json.Unmarshal(raw, &model) != nil {
+	model, isString := decodeString(raw)
+	if !ok || !isString {
 		return nil, "", false, invalid("model", "model is required and must be a string.")
 	}
 	if err := ValidateModel(model); err != nil {
@@ -205,11 +208,144 @@ func parseCommon(body []byte, lim Limits) (map[string]json.RawMessage, string, b
 	}
 	stream := false
 	if v, ok := top["stream"]; ok && string(v) != "null" {
-		if json.Unmarshal(v, &stream) != nil {
+		if stream, ok = decodeBool(v); !ok {
 			return nil, "", false, invalid("stream", "stream must be true or false.")
 		}
 	}
 	return top, model, stream, nil
+}
+
+// decodeTop reads a request body into its top-level fields, as
+// json.Unmarshal into map[string]json.RawMessage does, without decoding
+// the values: they are the body's own bytes (capacity trimmed). nil when
+// the body is not a JSON object.
+func decodeTop(body []byte) map[string]json.RawMessage {
+	if !json.Valid(body) {
+		return nil
+	}
+	it, ok := objectAt(body, 0)
+	if !ok {
+		return nil
+	}
+	top := make(map[string]json.RawMessage, 8)
+	for it.next() {
+		top[keyString(it.key)] = it.val
+	}
+	return top
+}
+
+// keyString is the decoded form of a raw object key; the keys of the
+// request formats come back without allocating.
+func keyString(raw []byte) string {
+	for _, c := range raw {
+		if c == '\\' || c >= utf8.RuneSelf {
+			var s string
+			q := make([]byte, 0, len(raw)+2)
+			_ = json.Unmarshal(append(append(append(q, '"'), raw...), '"'), &s)
+			return s
+		}
+	}
+	switch string(raw) {
+	case "model":
+		return "model"
+	case "messages":
+		return "messages"
+	case "stream":
+		return "stream"
+	case "stream_options":
+		return "stream_options"
+	case "temperature":
+		return "temperature"
+	case "top_p":
+		return "top_p"
+	case "max_tokens":
+		return "max_tokens"
+	case "max_completion_tokens":
+		return "max_completion_tokens"
+	case "n":
+		return "n"
+	case "stop":
+		return "stop"
+	case "tools":
+		return "tools"
+	case "tool_choice":
+		return "tool_choice"
+	case "parallel_tool_calls":
+		return "parallel_tool_calls"
+	case "response_format":
+		return "response_format"
+	case "seed":
+		return "seed"
+	case "user":
+		return "user"
+	case "metadata":
+		return "metadata"
+	case "system":
+		return "system"
+	case "input":
+		return "input"
+	case "instructions":
+		return "instructions"
+	case "reasoning_effort":
+		return "reasoning_effort"
+	case "thinking":
+		return "thinking"
+	case "role":
+		return "role"
+	case "content":
+		return "content"
+	}
+	return string(raw)
+}
+
+// memberValue returns the raw value of the last member called name of the
+// object raw (a valid JSON value); false when raw is not an object or has
+// no such member.
+func memberValue(raw []byte, name string) ([]byte, bool) {
+	it, ok := objectAt(raw, 0)
+	if !ok {
+		return nil, false
+	}
+	var v []byte
+	found := false
+	for it.next() {
+		if string(it.key) == name || fieldOf(it.key, name) == -2 && keyString(it.key) == name {
+			v, found = it.val, true
+		}
+	}
+	return v, found
+}
+
+// decodeString is json.Unmarshal of raw into a string: false when raw is
+// missing or not a string (JSON null gives "", true, as it does there).
+func decodeString(raw []byte) (string, bool) {
+	if len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' {
+		s := raw[1 : len(raw)-1]
+		plain := true
+		for _, c := range s {
+			if c == '\\' || c == '"' || c < 0x20 {
+				plain = false
+				break
+			}
+		}
+		if plain && utf8.Valid(s) {
+			return string(s), true
+		}
+	}
+	var s string
+	err := json.Unmarshal(raw, &s)
+	return s, err == nil
+}
+
+// decodeBool is json.Unmarshal of a non-null raw value into a bool.
+func decodeBool(raw []byte) (v, ok bool) {
+	switch string(raw) {
+	case "true":
+		return true, true
+	case "false":
+		return false, true
+	}
+	return false, false
 }
 
 // CountTools is countTools for the handlers.
@@ -288,14 +424,23 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
-// skipString returns the index after the string whose quote is at b[i].
+// skipString returns the index after the string whose quote is at b[i]
+// (len(b) when it does not end): the next quote not escaped by an odd run
+// of backslashes.
 func skipString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
+	for i++; i < len(b); {
+		q := bytes.IndexByte(b[i:], '"')
+		if q < 0 {
+			return len(b)
+		}
+		i += q
+		n := 0
+		for n < q && b[i-1-n] == '\\' {
+			n++
+		}
+		i++
+		if n%2 == 0 {
+			return i
 		}
 	}
 	return len(b)
