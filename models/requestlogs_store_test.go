@@ -429,21 +429,40 @@ func TestRequestLogWriterToStore(t *testing.T) {
 	}
 }
 
-// BenchmarkWriteRequestLogs writes one full writer batch (256 entries) per op.
+// BenchmarkWriteRequestLogs writes one full writer batch (256 entries) per
+// op: full entries (every field set, captured bodies, two attempts) and
+// typical ones (a non-stream request served by its first attempt).
 func BenchmarkWriteRequestLogs(b *testing.B) {
-	s := models.NewRequestLogStore(testkit.OpenDB(b))
-	e := fullEntry()
-	batch := make([]services.RequestLogEntry, 256)
-	n := 0
-	for b.Loop() {
-		for i := range batch {
-			batch[i] = e
-			batch[i].ID = fmt.Sprintf("r%08d", n)
-			n++
-		}
-		if err := s.WriteRequestLogs(context.Background(), batch); err != nil {
-			b.Fatal(err)
-		}
+	ttft := int64(120)
+	typical := services.RequestLogEntry{
+		CreatedAt: logT0, APIKeyID: "k_8", APIKeyName: "agent-a", APIKeyPrefix: "sk-sy-Ab12Cd",
+		Method: "POST", Endpoint: "/v1/chat/completions", InboundFormat: "openai-chat",
+		RequestedModel: "fast", ResolvedKind: "combo", ComboName: "fast", ComboPath: "fast", Strategy: "priority",
+		Provider: "glm", Model: "glm-4.6", ConnectionID: "c_2", UpstreamFormat: "openai", Status: 200,
+		Outcome: services.RequestOutcomeSuccess, Attempts: 1,
+		AttemptLog: []services.AttemptRecord{{Seq: 0, TargetID: "t1", Provider: "glm", Model: "glm-4.6", ConnectionID: "c_2",
+			Outcome: "success", UpstreamStatus: 200, LatencyMs: 130}},
+		PromptTokens: 52, CompletionTokens: 9, LatencyMs: 131, TtftMs: &ttft, UpstreamLatencyMs: 130,
+	}
+	for _, c := range []struct {
+		name  string
+		entry services.RequestLogEntry
+	}{{"full", fullEntry()}, {"typical", typical}} {
+		b.Run(c.name, func(b *testing.B) {
+			s := models.NewRequestLogStore(testkit.OpenDB(b))
+			batch := make([]services.RequestLogEntry, 256)
+			n := 0
+			for b.Loop() {
+				for i := range batch {
+					batch[i] = c.entry
+					batch[i].ID = fmt.Sprintf("r%08d", n)
+					n++
+				}
+				if err := s.WriteRequestLogs(context.Background(), batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
