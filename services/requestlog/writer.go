@@ -68,10 +68,15 @@ type Writer struct {
 	log  *slog.Logger
 	opts Options
 
-	ch chan services.RequestLogEntry
+	// pending holds the accepted entries run has not taken yet. Add appends
+	// under mu and wakes run through kick only when a full batch is waiting,
+	// so a request costs no goroutine wake-up of its own.
+	mu      sync.Mutex
+	pending []services.RequestLogEntry
+	kick    chan struct{}
 
 	// queued counts entries accepted and not yet written; Add reserves a slot
-	// here before sending, so the channel send never blocks.
+	// here before appending, so pending never holds more than Capacity.
 	queued        atomic.Int64
 	dropped       atomic.Int64
 	batches       atomic.Int64
@@ -101,7 +106,7 @@ func New(sink services.RequestLogSink, log *slog.Logger, opts Options) *Writer {
 		sink:     sink,
 		log:      log.With("component", "requestlog"),
 		opts:     opts,
-		ch:       make(chan services.RequestLogEntry, opts.Capacity),
+		kick:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 		writeCtx: ctx,
@@ -125,8 +130,16 @@ func (w *Writer) Add(e services.RequestLogEntry) bool {
 		w.dropped.Add(1)
 		return false
 	}
-	// Cannot block: at most Capacity entries are reserved and the channel holds Capacity.
-	w.ch <- e
+	w.mu.Lock()
+	w.pending = append(w.pending, e)
+	full := len(w.pending) >= w.opts.BatchSize
+	w.mu.Unlock()
+	if full {
+		select {
+		case w.kick <- struct{}{}:
+		default: // run has a wake-up waiting already
+		}
+	}
 	return true
 }
 
@@ -168,16 +181,13 @@ func (w *Writer) run() {
 	defer w.abort()
 	tick := time.NewTicker(w.opts.FlushInterval)
 	defer tick.Stop()
-	batch := make([]services.RequestLogEntry, 0, w.opts.BatchSize)
+	var batch []services.RequestLogEntry
 	for {
 		select {
-		case e := <-w.ch:
-			batch = append(batch, e)
-			if len(batch) >= w.opts.BatchSize {
-				batch = w.flush(batch)
-			}
+		case <-w.kick:
+			batch = w.flushAll(w.take(batch, true))
 		case <-tick.C:
-			batch = w.flush(batch)
+			batch = w.flushAll(w.take(batch, false))
 		case <-w.stop:
 			w.drain(batch)
 			return
@@ -185,32 +195,55 @@ func (w *Writer) run() {
 	}
 }
 
-// drain writes batch and everything still in the channel, in BatchSize batches.
+// take moves the pending entries into batch, only whole batches of
+// BatchSize when fullOnly (the rest waits for the next interval).
+func (w *Writer) take(batch []services.RequestLogEntry, fullOnly bool) []services.RequestLogEntry {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := len(w.pending)
+	if fullOnly {
+		n -= n % w.opts.BatchSize
+	}
+	batch = append(batch[:0], w.pending[:n]...)
+	rest := copy(w.pending, w.pending[n:])
+	clear(w.pending[rest:]) // drop references so taken entries can be collected
+	w.pending = w.pending[:rest]
+	return batch
+}
+
+// flushAll writes batch in BatchSize pieces and returns it emptied for reuse.
+func (w *Writer) flushAll(batch []services.RequestLogEntry) []services.RequestLogEntry {
+	for i := 0; i < len(batch); i += w.opts.BatchSize {
+		w.flush(batch[i:min(i+w.opts.BatchSize, len(batch))])
+	}
+	clear(batch)
+	return batch[:0]
+}
+
+// drain writes batch and everything still pending, in BatchSize batches.
 func (w *Writer) drain(batch []services.RequestLogEntry) {
 	defer func() {
 		if w.abandoned > 0 {
 			w.log.Warn("request log entries abandoned at close", "entries", w.abandoned)
 		}
 	}()
+	w.flushAll(batch)
 	for {
-		select {
-		case e := <-w.ch:
-			batch = append(batch, e)
-			if len(batch) >= w.opts.BatchSize {
-				batch = w.flush(batch)
-			}
-		default:
-			w.flush(batch)
+		batch = w.flushAll(w.take(batch, false))
+		w.mu.Lock()
+		empty := len(w.pending) == 0
+		w.mu.Unlock()
+		if empty {
 			return
 		}
 	}
 }
 
-// flush hands batch to the sink and returns it emptied for reuse. Once Close
-// has given up (writeCtx cancelled) it counts the entries as dropped instead.
-func (w *Writer) flush(batch []services.RequestLogEntry) []services.RequestLogEntry {
+// flush hands batch to the sink. Once Close has given up (writeCtx
+// cancelled) it counts the entries as dropped instead.
+func (w *Writer) flush(batch []services.RequestLogEntry) {
 	if len(batch) == 0 {
-		return batch
+		return
 	}
 	n := int64(len(batch))
 	if w.writeCtx.Err() != nil {
@@ -225,8 +258,6 @@ func (w *Writer) flush(batch []services.RequestLogEntry) []services.RequestLogEn
 		w.written.Add(n)
 	}
 	w.queued.Add(-n)
-	clear(batch) // drop references so written entries can be collected
-	return batch[:0]
 }
 
 // write calls the sink, turning a panic into an error so one bad batch cannot
