@@ -659,13 +659,20 @@ func TestRelayStreamReadsSSE(t *testing.T) {
 // reads the end of the body after the terminal event.
 func TestRelayStreamReusesUpstreamConnection(t *testing.T) {
 	var conns atomic.Int32
+	delivered := make(chan struct{}, 1) // the client has the terminal event
 	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = io.WriteString(w, "data: "+string(chunk("Hel", false))+"\n\n")
 		w.(http.Flusher).Flush()
 		_, _ = io.WriteString(w, "data: "+string(chunk("", true))+"\n\ndata: [DONE]\n\n")
 		w.(http.Flusher).Flush()
-		time.Sleep(2 * time.Millisecond) // the end of the body comes on its own
+		// The end of the body comes on its own, after the client got [DONE]
+		// (bounded, should the relay ever wait for the end first).
+		select {
+		case <-delivered:
+		case <-r.Context().Done():
+		case <-time.After(time.Second):
+		}
 	}))
 	up.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {
@@ -684,7 +691,8 @@ func TestRelayStreamReusesUpstreamConnection(t *testing.T) {
 	p, _ := e.snap.Catalogue.Get("fake")
 	for i := range 5 {
 		req := &Request{ID: "req_relay", Key: e.key, Endpoint: "/v1/chat/completions", Model: "fake/m1", Stream: true, Inbound: InboundChat}
-		out := newClientWriter(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil), req, e.set)
+		out := newClientWriter(&doneSpy{ResponseRecorder: httptest.NewRecorder(), done: delivered},
+			httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil), req, e.set)
 		ctx, cancel := context.WithCancelCause(context.Background())
 		res := e.g.relayStream(ctx, cancel, out, target{provider: p, model: "m1"}, c, "/chat/completions", []byte(`{}`),
 			newChatPassthrough(), e.set, e.newState(req), func(int, http.Header) {})
@@ -695,6 +703,22 @@ func TestRelayStreamReusesUpstreamConnection(t *testing.T) {
 	if n := conns.Load(); n != 1 {
 		t.Fatalf("5 streams used %d upstream connections, want 1", n)
 	}
+}
+
+// doneSpy is a client that reports the [DONE] event it receives.
+type doneSpy struct {
+	*httptest.ResponseRecorder
+	done chan<- struct{}
+}
+
+func (d *doneSpy) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte("[DONE]")) {
+		select {
+		case d.done <- struct{}{}:
+		default:
+		}
+	}
+	return d.ResponseRecorder.Write(p)
 }
 
 // refParseCommon, refParseChat and refParseMessages are the request parsers
