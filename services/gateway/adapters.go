@@ -82,7 +82,7 @@ type chunkFacts struct {
 // *translate.UpstreamError for an error object. Plain chunks are read by
 // scanChunk without decoding them; anything it does not handle is decoded.
 func readChunk(data []byte) (chunkFacts, error) {
-	if !json.Valid(data) {
+	if !validJSON(data) {
 		return chunkFacts{}, translate.ErrMalformed
 	}
 	f, rawUsage, rawErr, ok := scanChunk(data)
@@ -94,8 +94,8 @@ func readChunk(data []byte) (chunkFacts, error) {
 		f = chunkFacts{useful: probe.useful(), finished: probe.finished(), usage: probe.Usage}
 		rawErr = probe.Error
 	} else if rawUsage != nil {
-		f.usage = new(usage)
-		if json.Unmarshal(rawUsage, f.usage) != nil {
+		var err error
+		if f.usage, err = readUsage(rawUsage); err != nil {
 			return chunkFacts{}, translate.ErrMalformed
 		}
 	}

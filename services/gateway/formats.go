@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -256,8 +257,8 @@ func passChat(_ *Request, b []byte) ([]byte, translate.Usage, error) {
 		}
 		choices, u, rawErr = probe.Choices, probe.Usage, probe.Error
 	case rawUsage != nil:
-		u = new(usage)
-		if json.Unmarshal(rawUsage, u) != nil {
+		var err error
+		if u, err = readUsage(rawUsage); err != nil {
 			return nil, translate.Usage{}, errEmpty
 		}
 	}
@@ -270,13 +271,110 @@ func passChat(_ *Request, b []byte) ([]byte, translate.Usage, error) {
 	return b, u.counts(), nil
 }
 
+// readUsage decodes a "usage" object as json.Unmarshal into usage would:
+// plain token counts are read by scanning, anything else is decoded.
+func readUsage(raw []byte) (*usage, error) {
+	var u usage
+	if scanUsage(raw, &u) {
+		return &u, nil
+	}
+	u = usage{}
+	if err := json.Unmarshal(raw, &u); err != nil {
+		return nil, err
+	}
+	return &u, nil
+}
+
+// scanUsage reads a valid usage object whose counts are integers or null
+// and whose details are objects or null; false for anything else (other
+// types, repeated fields, keys the decoder might match otherwise).
+func scanUsage(raw []byte, u *usage) bool {
+	it, ok := objectAt(raw, 0)
+	if !ok {
+		return false
+	}
+	var seen [4]bool
+	for it.next() {
+		k := fieldOf(it.key, "prompt_tokens", "completion_tokens", "prompt_tokens_details", "completion_tokens_details")
+		switch {
+		case k == -1:
+			continue
+		case k == -2 || seen[k]:
+			return false
+		}
+		seen[k] = true
+		v := it.val
+		switch k {
+		case 0, 1:
+			n, ok := tokenCount(v)
+			if !ok {
+				return false
+			}
+			if k == 0 {
+				u.PromptTokens = n
+			} else {
+				u.CompletionTokens = n
+			}
+		case 2, 3:
+			if v[0] == 'n' {
+				continue
+			}
+			name := "cached_tokens"
+			if k == 3 {
+				name = "reasoning_tokens"
+			}
+			d, ok := objectAt(v, 0)
+			if !ok {
+				return false
+			}
+			var n int64
+			found := false
+			for d.next() {
+				switch fieldOf(d.key, name) {
+				case -1:
+					continue
+				case -2:
+					return false
+				}
+				if found {
+					return false
+				}
+				found = true
+				if n, ok = tokenCount(d.val); !ok {
+					return false
+				}
+			}
+			if k == 2 {
+				u.PromptTokensDetails = &struct {
+					CachedTokens int64 `json:"cached_tokens"`
+				}{n}
+			} else {
+				u.CompletionTokensDetails = &struct {
+					ReasoningTokens int64 `json:"reasoning_tokens"`
+				}{n}
+			}
+		}
+	}
+	return true
+}
+
+// tokenCount reads a count as the decoder reads an int64: null is 0; false
+// for any other value that is not an integer in range.
+func tokenCount(v []byte) (int64, bool) {
+	if v[0] == 'n' {
+		return 0, true
+	}
+	n, err := strconv.ParseInt(string(v), 10, 64)
+	return n, err == nil
+}
+
 // scanResponse reads the raw "choices", "usage" (nil when absent or null)
 // and "error" values of a chat completion without decoding it. ok is
 // false, and the body must be decoded, when it is not a valid JSON object,
 // "usage" is neither an object nor null, or a key repeats one of them or
 // might match one in the decoder's case-insensitive way.
 func scanResponse(b []byte) (choices, rawUsage, rawErr []byte, ok bool) {
-	if !json.Valid(b) {
+	if !validJSON(b) {
 		return nil, nil, nil, false
 	}
 	it, ok := objectAt(b, 0)

@@ -514,7 +514,12 @@ func genChunk(r *rand.Rand) []byte {
 		case "usage", "USAGE":
 			return pick(`null`, `1`, `"u"`, `{"prompt_tokens":3,"completion_tokens":4}`, `{"prompt_tokens":1.5}`,
 				`{"prompt_tokens":"x"}`, `{"Prompt_Tokens":7,"prompt_tokens_details":{"cached_tokens":2},"completion_tokens_details":{"reasoning_tokens":1}}`,
-				`{"prompt_tokens_details":null}`, `{"prompt_tokens":99999999999999999999}`)
+				`{"prompt_tokens_details":null}`, `{"prompt_tokens":99999999999999999999}`,
+				`{"prompt_tokens":3,"prompt_tokens_details":{"cached_tokens":2,"Cached_Tokens":1}}`, `{"completion_tokens_details":{"reasoning_tokens":1.5}}`,
+				`{"prompt_tokens_details":{"cached_tokens":null},"completion_tokens":-4}`, `{"prompt_tokens_details":[]}`, `{"completion_tokens":"4"}`,
+				`{"prompt_tokens_details":{"cached_tokens":1,"cached_tokens":2}}`, `{"completion_tokens_details":{"reasoning_tokens":7},"completion_tokens":9}`,
+				`{"prompt_tokens":1,"prompt_tokens":2}`, `{"prompt_tokens_details":{"audio_tokens":1}}`, `{"prompt_tokens":true}`,
+				`{"prompt_tokens_details":{"cached_tokens":2},"prompt_tokens_details":{}}`)
 		case "error", "Error":
 			return pick(`null`, `{"message":"boom","code":"overloaded","type":"server_error"}`, `"plain"`, `1`, `{}`, `[]`)
 		}
@@ -1088,5 +1093,55 @@ func BenchmarkPassChat(b *testing.B) {
 		if _, _, err := passChat(nil, body); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// validJSON agrees with json.Valid on generated documents, their byte
+// edits and random byte strings.
+func TestValidJSONMatchesStandard(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	pieces := []string{`{`, `}`, `[`, `]`, `,`, `:`, `"`, `"a"`, `\`, `\"`, `\u00e9`, `\u12`, `\x`, `\/`, `\b`, ` `, "\t", "\n", "\r", "\x00", "\x1f",
+		"\xff", "é", `0`, `-`, `-0`, `01`, `1.`, `.5`, `1.5`, `1e`, `1e+`, `1E-2`, `2e10`, `-1.5e3`, `+1`, `true`, `tru`, `false`, `null`, `nul`, `nulls`, `x`}
+	check := func(b []byte) {
+		t.Helper()
+		if got, want := validJSON(b), json.Valid(b); got != want {
+			t.Fatalf("validJSON(%q) = %v, json.Valid = %v", b, got, want)
+		}
+	}
+	for n := range 40000 {
+		var b []byte
+		switch n % 4 {
+		case 0:
+			b = genBody(r)
+		case 1:
+			b = genChunk(r)
+		case 2: // a valid document with a few random edits
+			b = genChunk(r)
+			for range 1 + r.IntN(3) {
+				i := r.IntN(len(b) + 1)
+				p := pieces[r.IntN(len(pieces))]
+				if r.IntN(2) == 0 && i < len(b) {
+					b = append(b[:i:i], b[i+1:]...) // delete a byte
+				} else {
+					b = append(b[:i:i], append([]byte(p), b[i:]...)...)
+				}
+			}
+		default: // a random sequence of pieces
+			var s strings.Builder
+			for range r.IntN(12) {
+				s.WriteString(pieces[r.IntN(len(pieces))])
+			}
+			b = []byte(s.String())
+		}
+		check(b)
+	}
+	for _, s := range []string{``, ` `, `""`, `"\u0041"`, `"\uD800"`, `[1,2 ,3]`, `{"a" : {"b":[]} }`, `[] `, ` []x`, `{"a":1}{`, `"abc`, `[`,
+		`-`, `-01`, `0.0e0`, `1e0001`, "\"\x7f\"", `{"a"}`, `{"a":}`, `[,1]`, `[1,]`, `{"a":1,}`, `tRue`, `[true false]`} {
+		check([]byte(s))
+	}
+	// The nesting bound.
+	for _, depth := range []int{9999, 10000, 10001} {
+		check([]byte(strings.Repeat("[", depth) + strings.Repeat("]", depth)))
+		check([]byte(strings.Repeat(`{"a":`, depth) + "1" + strings.Repeat("}", depth)))
 	}
 }

@@ -220,7 +220,7 @@ func parseCommon(body []byte, lim Limits) (map[string]json.RawMessage, string, b
 // the values: they are the body's own bytes (capacity trimmed). nil when
 // the body is not a JSON object.
 func decodeTop(body []byte) map[string]json.RawMessage {
-	if !json.Valid(body) {
+	if !validJSON(body) {
 		return nil
 	}
 	it, ok := objectAt(body, 0)
@@ -353,7 +353,7 @@ func CountTools(top map[string]json.RawMessage) int { return countTools(top) }
 
 // jsonIter walks the members of an object, or the elements of an array, of
 // a valid JSON document without decoding them (the caller has checked the
-// document with json.Valid; on other input it stops early or yields
+// document with validJSON; on other input it stops early or yields
 // garbage, but never reads out of bounds).
 type jsonIter struct {
 	b     []byte
@@ -522,4 +522,194 @@ func asciiFoldEqual(a []byte, b string) bool {
 		}
 	}
 	return true
+}
+
+// validJSON reports whether b is one valid JSON value, exactly as
+// json.Valid does (the same grammar, no UTF-8 check inside strings, at
+// most 10,000 levels of nesting), in one pass without the decoder's
+// per-byte state machine.
+func validJSON(b []byte) bool {
+	const maxDepth = 10000 // encoding/json's maxNestingDepth
+	var stackArr [64]byte
+	stack := stackArr[:0] // open containers, '{' or '['
+	i := skipSpace(b, 0)
+	for {
+		// A value starts at b[i].
+		if i >= len(b) {
+			return false
+		}
+		ok := true
+		switch c := b[i]; {
+		case c == '{' || c == '[':
+			if len(stack) == maxDepth {
+				return false
+			}
+			i = skipSpace(b, i+1)
+			if i < len(b) && b[i] == c+2 { // '}' and ']' follow '{' and '[' by two
+				i++
+				break
+			}
+			stack = append(stack, c)
+			if c == '{' {
+				if i, ok = validKey(b, i); !ok {
+					return false
+				}
+			}
+			continue
+		case c == '"':
+			i, ok = validString(b, i)
+		case c == '-' || '0' <= c && c <= '9':
+			i, ok = validNumber(b, i)
+		case c == 't':
+			i, ok = validLiteral(b, i, "true")
+		case c == 'f':
+			i, ok = validLiteral(b, i, "false")
+		case c == 'n':
+			i, ok = validLiteral(b, i, "null")
+		default:
+			return false
+		}
+		if !ok {
+			return false
+		}
+		// After a value: close containers until a comma or the end.
+		for {
+			i = skipSpace(b, i)
+			if len(stack) == 0 {
+				return i == len(b)
+			}
+			if i >= len(b) {
+				return false
+			}
+			top := stack[len(stack)-1]
+			if b[i] == top+2 {
+				stack = stack[:len(stack)-1]
+				i++
+				continue
+			}
+			if b[i] != ',' {
+				return false
+			}
+			i = skipSpace(b, i+1)
+			if top == '{' {
+				if i, ok = validKey(b, i); !ok {
+					return false
+				}
+			}
+			break
+		}
+	}
+}
+
+// validKey checks an object key and its colon at b[i:] and returns the
+// index of the value after them.
+func validKey(b []byte, i int) (int, bool) {
+	if i >= len(b) || b[i] != '"' {
+		return i, false
+	}
+	i, ok := validString(b, i)
+	if !ok {
+		return i, false
+	}
+	if i = skipSpace(b, i); i >= len(b) || b[i] != ':' {
+		return i, false
+	}
+	return skipSpace(b, i+1), true
+}
+
+// stringStop marks the bytes a JSON string cannot hold as they are.
+var stringStop = func() (t [256]bool) {
+	for c := range 0x20 {
+		t[c] = true
+	}
+	t['"'], t['\\'] = true, true
+	return t
+}()
+
+// validString checks the string whose quote is at b[i] and returns the
+// index after it.
+func validString(b []byte, i int) (int, bool) {
+	for i++; i < len(b); i++ {
+		c := b[i]
+		if !stringStop[c] {
+			continue
+		}
+		switch {
+		case c == '"':
+			return i + 1, true
+		case c < 0x20:
+			return i, false
+		}
+		// An escape.
+		if i++; i >= len(b) {
+			return i, false
+		}
+		switch b[i] {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		case 'u':
+			if i+4 >= len(b) {
+				return i, false
+			}
+			for _, h := range b[i+1 : i+5] {
+				if !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
+					return i, false
+				}
+			}
+			i += 4
+		default:
+			return i, false
+		}
+	}
+	return i, false
+}
+
+// validNumber checks the number at b[i:] and returns the index after it.
+func validNumber(b []byte, i int) (int, bool) {
+	if b[i] == '-' {
+		i++
+	}
+	switch {
+	case i >= len(b):
+		return i, false
+	case b[i] == '0':
+		i++
+	case '1' <= b[i] && b[i] <= '9':
+		i = skipDigits(b, i+1)
+	default:
+		return i, false
+	}
+	if i < len(b) && b[i] == '.' {
+		j := skipDigits(b, i+1)
+		if j == i+1 {
+			return j, false
+		}
+		i = j
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		j := skipDigits(b, i)
+		if j == i {
+			return j, false
+		}
+		i = j
+	}
+	return i, true
+}
+
+func skipDigits(b []byte, i int) int {
+	for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+		i++
+	}
+	return i
+}
+
+// validLiteral checks that word (true, false or null) is at b[i:].
+func validLiteral(b []byte, i int, word string) (int, bool) {
+	if len(b)-i < len(word) || string(b[i:i+len(word)]) != word {
+		return i, false
+	}
+	return i + len(word), true
 }
