@@ -116,7 +116,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&c.faultLength, "fault-length", 5*time.Second, "(e) how long connection fk-f1 answers 503")
 	fs.StringVar(&c.jsonOut, "json", "", "write the JSON report to this file")
 	fs.StringVar(&c.writeDocs, "write-docs", "", "rewrite the block between <!-- bench:begin --> and <!-- bench:end --> of this file (docs/PERFORMANCE.md) with this run's table")
-	fs.StringVar(&c.profileDir, "profile-dir", "", "write CPU profiles of the first gateway run of (b) and (d), heap profiles and goroutine stacks at the idle-stream measurement and an allocation profile of the whole run into this directory")
+	fs.StringVar(&c.profileDir, "profile-dir", "", "write CPU profiles of the first gateway and bare-proxy runs of (b) and the first gateway run of (d), heap profiles and goroutine stacks at the idle-stream measurement and an allocation profile of the whole run into this directory")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Minute, "hard bound on the whole run")
 	// Scenario names may come before, between or after the flags.
 	var names []string

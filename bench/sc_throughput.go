@@ -102,12 +102,18 @@ func runThroughput(ctx context.Context, cfg *config, t *topology, rep *report) e
 		names = append(names, "gateway-min")
 	}
 	ps := t.paths()
-	prof, err := profileFile(cfg, "cpu-throughput-gateway.pprof")
-	if err != nil {
-		return err
-	}
-	if prof != nil {
-		defer prof.Close()
+	// One CPU profile of the first gateway run, and one of the first bare
+	// proxy run to compare it with (go tool pprof -diff_base).
+	profs := map[string]*os.File{}
+	for _, n := range []string{"gateway", "baseline"} {
+		f, err := profileFile(cfg, "cpu-throughput-"+n+".pprof")
+		if err != nil {
+			return err
+		}
+		if f != nil {
+			defer f.Close()
+			profs[n] = f
+		}
 	}
 	runs := map[string][]loopRun{}
 	for r := 0; r < cfg.reps && ctx.Err() == nil; r++ {
@@ -126,14 +132,14 @@ func runThroughput(ctx context.Context, cfg *config, t *topology, rep *report) e
 			}
 			// Warm the connections.
 			closedLoop(ctx, cfg.concurrency, 200*time.Millisecond, op)
-			profiling := prof != nil && n == "gateway"
-			if profiling {
+			prof := profs[n]
+			if prof != nil {
 				pprof.StartCPUProfile(prof)
 			}
 			run := closedLoop(ctx, cfg.concurrency, cfg.duration, op)
-			if profiling {
+			if prof != nil {
 				pprof.StopCPUProfile()
-				prof = nil // one gateway run is enough for a profile
+				delete(profs, n) // one run per path is enough for a profile
 			}
 			cl.CloseIdleConnections()
 			runs[n] = append(runs[n], run)
