@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"switchyard/services"
@@ -402,7 +403,7 @@ func (g *Gateway) quotaSignals(rq *routing.Request, s *Snapshot, c *services.Com
 	rq.Prices, rq.Context = modelPrice, modelContext
 	if req.Header != nil {
 		rq.Mode = req.Header.Get("X-Switchyard-Mode")
-		if _, ok := routing.ModePackForHeader(rq.Mode); rq.Mode != "" && !ok && !contains(req.Warnings, "mode_ignored") {
+		if _, ok := routing.ModePackForHeader(rq.Mode); rq.Mode != "" && !ok && !slices.Contains(req.Warnings, "mode_ignored") {
 			req.Warnings = append(req.Warnings, "mode_ignored") // 10-gateway-api §8
 		}
 	}

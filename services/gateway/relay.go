@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -192,7 +193,7 @@ func (g *Gateway) relayAfterSuccess(t target, conn *services.Connection, req *Re
 		return
 	}
 	rc := relayConfigOf(set, c)
-	if len(rc.providers) > 0 && !contains(rc.providers, t.provider.ID) {
+	if len(rc.providers) > 0 && !slices.Contains(rc.providers, t.provider.ID) {
 		return
 	}
 	now := g.clock.Now()
@@ -250,15 +251,6 @@ func known(ok bool, u float64) float64 {
 		return 0
 	}
 	return u
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // summarise routes the summary call as an internal request of the same
