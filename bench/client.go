@@ -8,11 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"slices"
-	"strconv"
-	"strings"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -168,65 +164,4 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// procStatusKiB reads a "Name: N kB" line of /proc/self/status.
-func procStatusKiB(name string) int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, name+":"); ok {
-			f := strings.Fields(v)
-			if len(f) > 0 {
-				n, _ := strconv.ParseInt(f[0], 10, 64)
-				return n
-			}
-		}
-	}
-	return 0
-}
-
-// rssSampler samples VmRSS every interval until stopped.
-type rssSampler struct {
-	stop    chan struct{}
-	done    chan struct{}
-	mu      sync.Mutex
-	samples []int64
-}
-
-func startRSS(interval time.Duration) *rssSampler {
-	s := &rssSampler{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			s.mu.Lock()
-			s.samples = append(s.samples, procStatusKiB("VmRSS"))
-			s.mu.Unlock()
-			select {
-			case <-s.stop:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return s
-}
-
-// finish returns mean and peak RSS in MiB.
-func (s *rssSampler) finish() (mean, peak float64) {
-	close(s.stop)
-	<-s.done
-	var sum, mx int64
-	for _, v := range s.samples {
-		sum += v
-		mx = max(mx, v)
-	}
-	if len(s.samples) == 0 {
-		return 0, 0
-	}
-	return float64(sum) / float64(len(s.samples)) / 1024, float64(mx) / 1024
 }

@@ -16,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
@@ -60,6 +61,10 @@ type config struct {
 	faultStart    time.Duration
 	faultLength   time.Duration
 
+	topology  string // procs | inproc
+	pin       string // auto | off
+	moduleDir string // where go build runs (the module root)
+
 	jsonOut    string
 	writeDocs  string
 	profileDir string
@@ -81,8 +86,7 @@ func (c *config) asMap() map[string]any {
 		"idle_streams": c.idleStreams, "idle_settle": c.idleSettle.String(),
 		"fault_rate": c.faultRate, "fault_duration": c.faultDuration.String(), "fault_start": c.faultStart.String(),
 		"fault_length": c.faultLength.String(),
-		"pinned":       false, "topology": "single process: fake upstream, bare proxy, gateway and load generators share the machine",
-		"gomaxprocs": runtime.GOMAXPROCS(0),
+		"topology":     c.topology, "pin": c.pin, "gomaxprocs_harness": runtime.GOMAXPROCS(0),
 	}
 }
 
@@ -108,12 +112,14 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.sseConcurrency, "sse-concurrency", 32, "(d) closed-loop stream workers")
 	fs.DurationVar(&c.sseDuration, "sse-duration", 3*time.Second, "(d) length of one stream run")
 	fs.IntVar(&c.sseReps, "sse-reps", 2, "(d) repetitions, paths alternating")
-	fs.IntVar(&c.idleStreams, "idle-streams", 500, "(d) concurrent idle open streams for the memory measure")
-	fs.DurationVar(&c.idleSettle, "idle-settle", time.Second, "(d) settle time before reading memory")
+	fs.IntVar(&c.idleStreams, "idle-streams", 2000, "(d) concurrent idle open streams for the memory measure")
+	fs.DurationVar(&c.idleSettle, "idle-settle", 3*time.Second, "(d) settle time before reading memory")
 	fs.IntVar(&c.faultRate, "fault-rate", 200, "(e) constant request rate during failure injection")
 	fs.DurationVar(&c.faultDuration, "fault-duration", 15*time.Second, "(e) total length of the failure-injection run")
 	fs.DurationVar(&c.faultStart, "fault-start", 4*time.Second, "(e) when the 503 burst starts")
 	fs.DurationVar(&c.faultLength, "fault-length", 5*time.Second, "(e) how long connection fk-f1 answers 503")
+	fs.StringVar(&c.topology, "topology", "procs", "procs: fake upstream, bare proxy and the gateway binary (go build) as child processes, CPU and RSS per process (60-quality §5.2); inproc: all in this process (needed by -profile-dir)")
+	fs.StringVar(&c.pin, "pin", "auto", "auto: in (b) and (d) streaming cost, the proxy under test on CPU 0 with GOMAXPROCS=1 and the fake upstream and load generator on CPU 1 (procs topology, ≥ 2 CPUs); off: never pin")
 	fs.StringVar(&c.jsonOut, "json", "", "write the JSON report to this file")
 	fs.StringVar(&c.writeDocs, "write-docs", "", "rewrite the block between <!-- bench:begin --> and <!-- bench:end --> of this file (docs/PERFORMANCE.md) with this run's table")
 	fs.StringVar(&c.profileDir, "profile-dir", "", "write CPU profiles of the first gateway and bare-proxy runs of (b) and the first gateway run of (d), heap profiles and goroutine stacks at the idle-stream measurement and an allocation profile of the whole run into this directory")
@@ -169,6 +175,23 @@ func parseFlags(args []string) (*config, error) {
 	if i := slices.Index(c.scenarios, "idle"); i > 0 {
 		c.scenarios = append([]string{"idle"}, slices.Delete(c.scenarios, i, i+1)...)
 	}
+	if c.topology != "procs" && c.topology != "inproc" {
+		return nil, fmt.Errorf("-topology: want procs or inproc")
+	}
+	if c.pin != "auto" && c.pin != "off" {
+		return nil, fmt.Errorf("-pin: want auto or off")
+	}
+	if c.profileDir != "" && c.topology == "procs" {
+		c.topology = "inproc" // profiles are taken of this process
+	}
+	if c.topology == "procs" {
+		out, err := exec.Command("go", "env", "GOMOD").Output()
+		gomod := strings.TrimSpace(string(out))
+		if err != nil || gomod == "" || gomod == os.DevNull {
+			return nil, fmt.Errorf("-topology procs builds the gateway with go build: run from inside the module (go env GOMOD: %q, %v)", gomod, err)
+		}
+		c.moduleDir = filepath.Dir(gomod)
+	}
 	if c.features != "all" && c.features != "minimal" {
 		return nil, fmt.Errorf("-features: want all or minimal")
 	}
@@ -220,6 +243,13 @@ func writeDocsBlock(path, block string) error {
 }
 
 func main() {
+	if ok, err := runRole(os.Args[1:]); ok {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	cfg, err := parseFlags(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -241,7 +271,13 @@ func run(cfg *config) error {
 	if l := loadAvg1(); l > 0.5 {
 		rep.warn("load average %.2f above 0.5 before start: other work shares this machine; compare ratios, not absolutes", l)
 	}
-	rep.warn("unpinned single-process run: gateway, bare proxy, fake upstream and load generator share %d CPUs (no taskset)", runtime.NumCPU())
+	switch {
+	case cfg.topology == "inproc":
+		rep.warn("single-process run (-topology inproc): gateway, bare proxy, fake upstream and load generator share %d CPUs and one process; CPU and memory of a hop are derived by subtracting the direct path", runtime.NumCPU())
+	case !canPin(cfg):
+		rep.warn("unpinned run (-pin %s, %d CPUs): the proxy under test shares the CPUs with the fake upstream and the load generator", cfg.pin, runtime.NumCPU())
+	}
+	raiseNoFile(rep)
 	if cfg.profileDir != "" {
 		if err := os.MkdirAll(cfg.profileDir, 0o755); err != nil {
 			return err
@@ -266,6 +302,9 @@ func run(cfg *config) error {
 		t0 := time.Now()
 		fmt.Fprintf(os.Stderr, "bench: scenario %s\n", s)
 		var err error
+		if perr := topo.place(ctx, cfg, s == "throughput" || s == "sse"); perr != nil {
+			return fmt.Errorf("place processes for %s: %w", s, perr)
+		}
 		switch s {
 		case "latency":
 			err = runLatency(ctx, cfg, topo, rep)
@@ -285,11 +324,7 @@ func run(cfg *config) error {
 		}
 		fmt.Fprintf(os.Stderr, "bench: scenario %s took %s\n", s, time.Since(t0).Round(100*time.Millisecond))
 	}
-	st := topo.srv.RequestLogStats()
-	rep.detail("request_log", st)
-	if st.Dropped > 0 || st.FailedBatches > 0 {
-		rep.warn("request log dropped %d entries, %d failed batches", st.Dropped, st.FailedBatches)
-	}
+	topo.reportRequestLog(ctx, rep)
 	rep.detail("elapsed_s", time.Since(started).Seconds())
 	if ctx.Err() != nil {
 		rep.warn("run stopped early: %v", ctx.Err())

@@ -2,18 +2,19 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
-	"switchyard/internal/testkit/fakeupstream"
 	"switchyard/services/resilience"
 )
 
@@ -37,7 +38,7 @@ func runFaults(ctx context.Context, cfg *config, t *topology, rep *report) error
 	defer cl.CloseIdleConnections()
 	// Warm-up; fill-first serves everything from the first connection (fk-f1).
 	servedBy := map[string]int{}
-	attackWith(ctx, newAttacker(cl), tr, cfg.faultRate, 500*time.Millisecond, func(r *vegeta.Result) {
+	attackWith(ctx, t.pidOf("gateway"), newAttacker(cl), tr, cfg.faultRate, 500*time.Millisecond, func(r *vegeta.Result) {
 		if r.Headers != nil {
 			servedBy[r.Headers.Get("X-Switchyard-Selected-Connection-Id")]++
 		}
@@ -68,11 +69,13 @@ func runFaults(ctx context.Context, cfg *config, t *topology, rep *report) error
 	go func() {
 		defer wg.Done()
 		sleepCtx(ctx, time.Until(faultOn))
-		t.fu.Script(keyFailA, fakeupstream.Step{Status: http.StatusServiceUnavailable, ErrorMessage: "bench: injected 503"})
+		if err := t.scriptFail(ctx, true); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: faults: %v\n", err)
+		}
 		sleepCtx(ctx, time.Until(faultOff))
-		t.fu.Script(keyFailA, fakeupstream.Step{}) // healthy again
+		t.scriptFail(context.WithoutCancel(ctx), false) // healthy again
 	}()
-	run := attackWith(ctx, newAttacker(cl), tr, cfg.faultRate, cfg.faultDuration, func(r *vegeta.Result) {
+	run := attackWith(ctx, t.pidOf("gateway"), newAttacker(cl), tr, cfg.faultRate, cfg.faultDuration, func(r *vegeta.Result) {
 		x := rec{at: r.Timestamp.Sub(start), end: r.End().Sub(start), ok: r.Code == http.StatusOK && r.Error == ""}
 		x.code = strconv.Itoa(int(r.Code))
 		if r.Headers != nil {
@@ -92,7 +95,7 @@ func runFaults(ctx context.Context, cfg *config, t *topology, rep *report) error
 		mu.Unlock()
 	})
 	wg.Wait()
-	t.fu.Script(keyFailA, fakeupstream.Step{})
+	t.scriptFail(context.WithoutCancel(ctx), false)
 
 	sort.Slice(recs, func(i, j int) bool { return recs[i].at < recs[j].at })
 	lost, failover := 0, 0
@@ -158,6 +161,55 @@ func runFaults(ctx context.Context, cfg *config, t *topology, rep *report) error
 		Target: "≤ 4 s (API-key base cooldown 3 s + 1 s)", Pass: boolp(recovered <= 4*time.Second), Samples: len(recs),
 		Note: fmt.Sprintf("burst %s–%s; first failure at %s, last failed answer at %s", fs, fe, fmtOff(firstFail), fmtOff(lastFail))})
 	// Why the connection stays out: its cooldown and lockouts at the end.
+	why := t.failedConnState(ctx, primary, faultOn)
+	rep.detail("faults_failed_connection_state", why)
+	backNote := "it did not serve again before the run ended: " + why
+	backVal := durMs(cfg.faultDuration - fe)
+	if backAt >= 0 {
+		backNote, backVal = "", durMs(backAt)
+	}
+	rep.add(result{Scenario: scen, Metric: "time until the failed connection serves again (after burst end)", Unit: "ms", Value: backVal,
+		Samples: len(recs), Note: backNote})
+	rep.add(result{Scenario: scen, Metric: "p99 latency over the run", Unit: "ms", Value: percentile(run.lat, 99), Samples: run.total})
+	rep.detail("faults_buckets", buckets)
+	rep.detail("faults_fail_codes", failCodes)
+	return nil
+}
+
+// failedConnState says why a connection is out of rotation: its cooldown,
+// lockouts and the provider breaker, read from the services in process or
+// from the management API of the gateway binary.
+func (t *topology) failedConnState(ctx context.Context, conn string, faultOn time.Time) string {
+	if t.procs {
+		var parts []string
+		if b, err := t.adminGet(ctx, "/api/resilience/cooldowns"); err == nil {
+			var doc struct {
+				Connections []map[string]any `json:"connections"`
+			}
+			json.Unmarshal(b, &doc)
+			for _, c := range doc.Connections {
+				if c["id"] == conn {
+					parts = append(parts, fmt.Sprintf("status %v, backoff level %v, rate limited until %v", c["status"], c["backoffLevel"], c["rateLimitedUntil"]))
+				}
+			}
+		}
+		if b, err := t.adminGet(ctx, "/api/resilience/model-cooldowns"); err == nil {
+			var doc struct {
+				Items []map[string]any `json:"items"`
+			}
+			json.Unmarshal(b, &doc)
+			for _, l := range doc.Items {
+				if l["connectionId"] == conn {
+					parts = append(parts, fmt.Sprintf("model lockout %v:%v (%v, %v) until %v", l["keyShape"], l["lockKey"], l["reason"], l["lastStatus"], l["until"]))
+				}
+			}
+		}
+		if len(parts) == 0 {
+			return "no cooldown or lockout reported by the management API"
+		}
+		return strings.Join(parts, ", ")
+	}
+	primary := conn
 	res := t.srv.Resilience()
 	cst := res.Cooldowns.State(primary)
 	why := fmt.Sprintf("backoff level %d", cst.BackoffLevel)
@@ -172,18 +224,7 @@ func runFaults(ctx context.Context, cfg *config, t *topology, rep *report) error
 	if b := res.Breakers.Status("fakef"); b.State != "" {
 		why += fmt.Sprintf(", provider breaker %s", b.State)
 	}
-	rep.detail("faults_failed_connection_state", why)
-	backNote := "it did not serve again before the run ended: " + why
-	backVal := durMs(cfg.faultDuration - fe)
-	if backAt >= 0 {
-		backNote, backVal = "", durMs(backAt)
-	}
-	rep.add(result{Scenario: scen, Metric: "time until the failed connection serves again (after burst end)", Unit: "ms", Value: backVal,
-		Samples: len(recs), Note: backNote})
-	rep.add(result{Scenario: scen, Metric: "p99 latency over the run", Unit: "ms", Value: percentile(run.lat, 99), Samples: run.total})
-	rep.detail("faults_buckets", buckets)
-	rep.detail("faults_fail_codes", failCodes)
-	return nil
+	return why
 }
 
 func fmtOff(d time.Duration) string {

@@ -82,11 +82,12 @@ func vegetaTarget(p *path, body []byte, session string) vegeta.Target {
 
 // attack runs a constant-rate attack on one target for d and collects every
 // result. When onResult is set it sees each result too.
-func attack(ctx context.Context, atk *vegeta.Attacker, tgt vegeta.Target, rate int, d time.Duration, onResult func(*vegeta.Result)) *olRun {
-	return attackWith(ctx, atk, vegeta.NewStaticTargeter(tgt), rate, d, onResult)
+// CPU and RSS are measured on process pid (0: this process).
+func attack(ctx context.Context, pid int, atk *vegeta.Attacker, tgt vegeta.Target, rate int, d time.Duration, onResult func(*vegeta.Result)) *olRun {
+	return attackWith(ctx, pid, atk, vegeta.NewStaticTargeter(tgt), rate, d, onResult)
 }
 
-func attackWith(ctx context.Context, atk *vegeta.Attacker, tr vegeta.Targeter, rate int, d time.Duration, onResult func(*vegeta.Result)) *olRun {
+func attackWith(ctx context.Context, pid int, atk *vegeta.Attacker, tr vegeta.Targeter, rate int, d time.Duration, onResult func(*vegeta.Result)) *olRun {
 	run := &olRun{codes: map[string]int{}, errorCodes: map[string]int{}, errors: map[string]int{}}
 	stopped := make(chan struct{})
 	go func() {
@@ -97,8 +98,8 @@ func attackWith(ctx context.Context, atk *vegeta.Attacker, tr vegeta.Targeter, r
 		}
 	}()
 	defer close(stopped)
-	rss := startRSS(250 * time.Millisecond)
-	cpu0, t0 := cpuTime(), time.Now()
+	rss := startRSS(pid, 250*time.Millisecond)
+	cpu0, t0 := procCPU(pid), time.Now()
 	for res := range atk.Attack(tr, vegeta.Rate{Freq: rate, Per: time.Second}, d, "bench") {
 		run.total++
 		code := strconv.Itoa(int(res.Code))
@@ -127,7 +128,7 @@ func attackWith(ctx context.Context, atk *vegeta.Attacker, tr vegeta.Targeter, r
 			onResult(res)
 		}
 	}
-	run.cpu, run.elapsed = cpuTime()-cpu0, time.Since(t0)
+	run.cpu, run.elapsed = procCPU(pid)-cpu0, time.Since(t0)
 	// The pacer schedules rate × d hits (one fewer at the boundary).
 	if want := int(float64(rate)*d.Seconds()) - 1; ctx.Err() == nil && run.total < want {
 		run.unsent = want - run.total
@@ -154,8 +155,8 @@ func runOpenLoop(ctx context.Context, cfg *config, t *topology, rep *report) err
 			p := ps[n]
 			tgt := vegetaTarget(p, chatBody(p.model(modelSlow), false, "openloop"), "ol-session")
 			cl := vegetaClient(10 * time.Second)
-			attack(ctx, newAttacker(cl), tgt, rate, cfg.olWarmup, nil) // warm-up, discarded
-			run := attack(ctx, newAttacker(cl), tgt, rate, cfg.olDuration, nil)
+			attack(ctx, t.pidOf(n), newAttacker(cl), tgt, rate, cfg.olWarmup, nil) // warm-up, discarded
+			run := attack(ctx, t.pidOf(n), newAttacker(cl), tgt, rate, cfg.olDuration, nil)
 			cl.CloseIdleConnections()
 			res[n] = run
 			for e, k := range run.errors {

@@ -51,7 +51,7 @@ func runSSE(ctx context.Context, cfg *config, t *topology, rep *report) error {
 				mu.Unlock()
 				return true
 			}
-			closedLoop(ctx, cfg.sseConcurrency, 200*time.Millisecond, op)
+			closedLoop(ctx, t.pidOf(n), cfg.sseConcurrency, 200*time.Millisecond, op)
 			mu.Lock()
 			local = local[:0]
 			mu.Unlock()
@@ -59,7 +59,7 @@ func runSSE(ctx context.Context, cfg *config, t *topology, rep *report) error {
 			if profiling {
 				pprof.StartCPUProfile(prof)
 			}
-			run := closedLoop(ctx, cfg.sseConcurrency, cfg.sseDuration, op)
+			run := closedLoop(ctx, t.pidOf(n), cfg.sseConcurrency, cfg.sseDuration, op)
 			if profiling {
 				pprof.StopCPUProfile()
 				prof = nil
@@ -72,15 +72,26 @@ func runSSE(ctx context.Context, cfg *config, t *topology, rep *report) error {
 			if run.failed > 0 {
 				rep.warn("sse: %d failed streams on %s (rep %d), first: %v", run.failed, n, r+1, firstErr)
 			}
-			fmt.Fprintf(os.Stderr, "  %-9s rep %d: %7.0f streams/s, %6.1f µs CPU/stream (process)\n", n, r+1, run.rps(), run.cpuPerOp())
+			fmt.Fprintf(os.Stderr, "  %-9s rep %d: %7.0f streams/s, %6.1f µs CPU/stream (%s, %.0f%% of a core)\n", n, r+1, run.rps(), run.cpuPerOp(),
+				t.proxyLabel(n), 100*run.coreShare())
 		}
 	}
 	perEvent := map[string][]float64{}
 	for _, n := range []string{"baseline", "gateway"} {
 		for i, run := range runs[n] {
-			if i < len(runs["direct"]) {
+			switch {
+			case t.procs: // the proxy's own process
+				perEvent[n] = append(perEvent[n], run.cpuPerOp()/float64(cfg.sseEvents))
+			case i < len(runs["direct"]):
 				perEvent[n] = append(perEvent[n], (run.cpuPerOp()-runs["direct"][i].cpuPerOp())/float64(cfg.sseEvents))
 			}
+		}
+	}
+	evMetric, evNote := "hop CPU per event (path − direct)", "process CPU per stream minus direct, divided by content events"
+	if t.procs {
+		evMetric, evNote = "proxy process CPU per event", "proxy process CPU per stream / content events"
+		if t.pinned {
+			evNote += "; proxy pinned to CPU 0 with GOMAXPROCS=1"
 		}
 	}
 	ev := strconv.Itoa(cfg.sseEvents)
@@ -89,9 +100,8 @@ func runSSE(ctx context.Context, cfg *config, t *topology, rep *report) error {
 			Unit: "streams/s", Value: median(rpsOf(runs[n])), Samples: len(runs[n])})
 	}
 	g, b := median(perEvent["gateway"]), median(perEvent["baseline"])
-	rep.add(result{Scenario: "d sse", Metric: "hop CPU per event (path − direct)", Unit: "µs", Value: g, Baseline: f64(b), Ratio: ratio(g, b),
-		Target: "≤ 2× bare proxy", Pass: boolp(b > 0 && g <= 2*b), Samples: len(perEvent["gateway"]),
-		Note: "process CPU per stream minus direct, divided by content events"})
+	rep.add(result{Scenario: "d sse", Metric: evMetric, Unit: "µs", Value: g, Baseline: f64(b), Ratio: ratio(g, b),
+		Target: "≤ 2× bare proxy", Pass: boolp(b > 0 && g <= 2*b), Samples: len(perEvent["gateway"]), Note: evNote})
 	gt, bt, dt := median(ttfb["gateway"]), median(ttfb["baseline"]), median(ttfb["direct"])
 	rep.add(result{Scenario: "d sse", Metric: "added TTFB p50 (path − direct)", Unit: "ms", Value: gt - dt, Baseline: f64(bt - dt),
 		Ratio: ratio(gt-dt, bt-dt), Samples: len(ttfb["gateway"]), Note: fmt.Sprintf("direct TTFB p50 %.3f ms", dt)})
@@ -111,6 +121,7 @@ func rpsOf(rs []loopRun) []float64 {
 type memNow struct {
 	heapInuse, stackInuse, heapAlloc uint64
 	goroutines                       int
+	rssKiB                           int64 // procs topology: VmRSS of the proxy's process
 }
 
 func readMem() memNow {
@@ -143,11 +154,13 @@ type idleDelta struct {
 // openIdle opens n streams whose upstream sends one content event and then
 // stalls, waits until every client has its first event, settles, reads
 // memory, then closes them all.
-func openIdle(ctx context.Context, cfg *config, p *path, n int) (idleDelta, error) {
+//
+// measure reads the memory figures (readMem in process).
+func openIdle(ctx context.Context, cfg *config, p *path, n int, measure func() memNow) (idleDelta, error) {
 	cl := newClient(n)
 	cl.Transport.(*http.Transport).MaxConnsPerHost = 0
 	body := chatBody(p.model(modelIdle), true, "idle")
-	before := readMem()
+	before := measure()
 	sctx, cancel := context.WithCancel(ctx)
 	var wg, first sync.WaitGroup
 	first.Add(n)
@@ -181,7 +194,7 @@ func openIdle(ctx context.Context, cfg *config, p *path, n int) (idleDelta, erro
 		err = ctx.Err()
 	}
 	sleepCtx(ctx, cfg.idleSettle)
-	after := readMem()
+	after := measure()
 	if f, _ := profileFile(cfg, "heap-idle-"+p.name+".pprof"); f != nil {
 		pprof.Lookup("heap").WriteTo(f, 0)
 		f.Close()
@@ -200,7 +213,7 @@ func openIdle(ctx context.Context, cfg *config, p *path, n int) (idleDelta, erro
 	wg.Wait()
 	cl.CloseIdleConnections()
 	// Let server-side goroutines of the closed streams end (bounded).
-	for i := 0; i < 50 && runtime.NumGoroutine() > before.goroutines+10; i++ {
+	for i := 0; i < 50 && before.rssKiB == 0 && runtime.NumGoroutine() > before.goroutines+10; i++ {
 		time.Sleep(100 * time.Millisecond)
 	}
 	ok := n - nf
@@ -218,11 +231,14 @@ func openIdle(ctx context.Context, cfg *config, p *path, n int) (idleDelta, erro
 // process, a path's own cost is its delta minus the delta of the same N
 // streams going direct (client and fake upstream side).
 func runIdle(ctx context.Context, cfg *config, t *topology, rep *report) error {
+	if t.procs {
+		return runIdleProcs(ctx, cfg, t, rep)
+	}
 	ps := t.paths()
 	res := map[string]idleDelta{}
 	t.baselineTransport.CloseIdleConnections()
 	for _, n := range []string{"direct", "baseline", "gateway"} {
-		d, err := openIdle(ctx, cfg, ps[n], cfg.idleStreams)
+		d, err := openIdle(ctx, cfg, ps[n], cfg.idleStreams, readMem)
 		if err != nil {
 			rep.warn("idle %s: %v", n, err)
 		}
@@ -248,4 +264,75 @@ func runIdle(ctx context.Context, cfg *config, t *topology, rep *report) error {
 	rep.add(result{Scenario: "d idle streams", Metric: "goroutines per idle stream", Unit: "", Value: gg, Baseline: f64(bg), Ratio: ratio(gg, bg),
 		Target: "≤ 4 (expected)", Pass: boolp(gg <= 4), Samples: res["gateway"].opened})
 	return nil
+}
+
+// procMem reads a proxy process's VmRSS and, for the gateway, its Go heap,
+// stacks and goroutines from /metrics.
+func (t *topology) procMem(ctx context.Context, path string) memNow {
+	m := memNow{rssKiB: procStatus(t.pidOf(path), "VmRSS")}
+	if path == "gateway" {
+		if g, err := t.gatewayMetrics(ctx); err == nil {
+			m.heapInuse = uint64(g["go_memstats_heap_inuse_bytes"])
+			m.stackInuse = uint64(g["go_memstats_stack_inuse_bytes"])
+			m.heapAlloc = uint64(g["go_memstats_heap_alloc_bytes"])
+			m.goroutines = int(g["go_goroutines"])
+		}
+	}
+	return m
+}
+
+// runIdleProcs is scenario (d), idle memory, of a process-per-role run
+// (60-quality §5.3 (d)): per proxy, 200 warm-up streams, settle, read RSS;
+// open N streams whose upstream sends one event and stalls; once every
+// client has its first event, settle, read RSS again. Per stream = ΔRSS / N.
+func runIdleProcs(ctx context.Context, cfg *config, t *topology, rep *report) error {
+	ps := t.paths()
+	res := map[string]idleDelta{}
+	for _, n := range []string{"baseline", "gateway"} {
+		p := ps[n]
+		cl := newClient(64)
+		body := chatBody(p.model(modelSSE), true, "warm")
+		var left sync.WaitGroup
+		for w := 0; w < 50; w++ {
+			left.Add(1)
+			go func() {
+				defer left.Done()
+				for i := 0; i < 4; i++ {
+					streamRead(ctx, cl, p, body, "warm-"+strconv.Itoa(w), nil)
+				}
+			}()
+		}
+		left.Wait()
+		cl.CloseIdleConnections()
+		sleepCtx(ctx, cfg.idleSettle)
+		d, err := openIdle(ctx, cfg, p, cfg.idleStreams, func() memNow { return t.procMem(ctx, n) })
+		if err != nil {
+			rep.warn("idle %s: %v", n, err)
+		}
+		res[n] = d
+		fmt.Fprintf(os.Stderr, "  %-9s %d streams: RSS %d → %d KiB, %.1f KiB/stream\n", n, d.opened, d.before.rssKiB, d.after.rssKiB, d.rssPer())
+	}
+	ns := strconv.Itoa(cfg.idleStreams)
+	g, b := res["gateway"], res["baseline"]
+	gw := g.after
+	note := fmt.Sprintf("ΔVmRSS of the proxy's process / open streams (settle %s)", cfg.idleSettle)
+	if gw.goroutines > 0 && g.opened > 0 {
+		note += fmt.Sprintf("; gateway Go heap in use %+.1f KiB, stacks %+.1f KiB per stream (from /metrics)",
+			(float64(gw.heapInuse)-float64(g.before.heapInuse))/float64(g.opened)/1024, g.stacks())
+	}
+	rep.add(result{Scenario: "d idle streams", Metric: "memory per idle open stream at " + ns, Unit: "KiB", Value: g.rssPer(), Baseline: f64(b.rssPer()),
+		Ratio: ratio(g.rssPer(), b.rssPer()), Target: "≤ 64 KiB", Pass: boolp(g.opened > 0 && g.rssPer() <= 64), Samples: g.opened, Note: note})
+	if gw.goroutines > 0 {
+		rep.add(result{Scenario: "d idle streams", Metric: "gateway goroutines per idle stream", Unit: "", Value: g.goroutines,
+			Target: "≤ 4 (expected)", Pass: boolp(g.goroutines <= 4), Samples: g.opened, Note: "Δ go_goroutines / open streams"})
+	}
+	return nil
+}
+
+// rssPer is ΔRSS per open stream, KiB.
+func (d idleDelta) rssPer() float64 {
+	if d.opened == 0 {
+		return 0
+	}
+	return float64(d.after.rssKiB-d.before.rssKiB) / float64(d.opened)
 }

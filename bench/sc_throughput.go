@@ -21,6 +21,10 @@ type loopRun struct {
 
 func (r loopRun) rps() float64 { return float64(r.ok) / r.elapsed.Seconds() }
 
+// coreShare is the measured process's CPU time over the window's length
+// (1.0 = one core busy all the time).
+func (r loopRun) coreShare() float64 { return r.cpu.Seconds() / r.elapsed.Seconds() }
+
 // cpuPerOp is process CPU per completed operation, in µs.
 func (r loopRun) cpuPerOp() float64 {
 	if r.ok == 0 {
@@ -31,7 +35,9 @@ func (r loopRun) cpuPerOp() float64 {
 
 // closedLoop runs c workers calling op until d has passed; the first 10 %
 // is discarded. op returns false for a failed operation.
-func closedLoop(ctx context.Context, c int, d time.Duration, op func(ctx context.Context, worker int) bool) loopRun {
+//
+// cpu is measured on process pid (0: this process).
+func closedLoop(ctx context.Context, pid, c int, d time.Duration, op func(ctx context.Context, worker int) bool) loopRun {
 	ctx, cancel := context.WithCancel(ctx)
 	var ok, failed atomic.Int64
 	var wg sync.WaitGroup
@@ -56,9 +62,9 @@ func closedLoop(ctx context.Context, c int, d time.Duration, op func(ctx context
 	}
 	warm := d / 10
 	sleepCtx(ctx, warm)
-	ok0, f0, cpu0, t0 := ok.Load(), failed.Load(), cpuTime(), time.Now()
+	ok0, f0, cpu0, t0 := ok.Load(), failed.Load(), procCPU(pid), time.Now()
 	sleepCtx(ctx, d-warm)
-	ok1, f1, cpu1, t1 := ok.Load(), failed.Load(), cpuTime(), time.Now()
+	ok1, f1, cpu1, t1 := ok.Load(), failed.Load(), procCPU(pid), time.Now()
 	close(stop)
 	// Let in-flight operations finish (bounded); then cancel the rest.
 	done := make(chan struct{})
@@ -131,12 +137,12 @@ func runThroughput(ctx context.Context, cfg *config, t *topology, rep *report) e
 				return err == nil
 			}
 			// Warm the connections.
-			closedLoop(ctx, cfg.concurrency, 200*time.Millisecond, op)
+			closedLoop(ctx, t.pidOf(n), cfg.concurrency, 200*time.Millisecond, op)
 			prof := profs[n]
 			if prof != nil {
 				pprof.StartCPUProfile(prof)
 			}
-			run := closedLoop(ctx, cfg.concurrency, cfg.duration, op)
+			run := closedLoop(ctx, t.pidOf(n), cfg.concurrency, cfg.duration, op)
 			if prof != nil {
 				pprof.StopCPUProfile()
 				delete(profs, n) // one run per path is enough for a profile
@@ -146,8 +152,13 @@ func runThroughput(ctx context.Context, cfg *config, t *topology, rep *report) e
 			if run.failed > 0 {
 				rep.warn("throughput: %d failed requests on %s (rep %d)", run.failed, n, r+1)
 			}
-			fmt.Fprintf(os.Stderr, "  %-11s rep %d: %8.0f req/s, %6.1f µs CPU/req (process)\n", n, r+1, run.rps(), run.cpuPerOp())
+			fmt.Fprintf(os.Stderr, "  %-11s rep %d: %8.0f req/s, %6.1f µs CPU/req (%s, %.0f%% of a core)\n", n, r+1, run.rps(), run.cpuPerOp(),
+				t.proxyLabel(n), 100*run.coreShare())
 		}
+	}
+	if t.procs {
+		reportThroughputProcs(cfg, t, rep, names, runs)
+		return nil
 	}
 	rps := map[string][]float64{}
 	hopCPU := map[string][]float64{}
@@ -197,4 +208,87 @@ func runThroughput(ctx context.Context, cfg *config, t *topology, rep *report) e
 	}
 	rep.detail("throughput_runs", detail)
 	return nil
+}
+
+// reportThroughputProcs reports (b) of a process-per-role run: each proxy's
+// own CPU per request, and the req/s ratio judged only where both proxies
+// saturated their core (60-quality §5.3 (b): ≥ 90 % of it).
+func reportThroughputProcs(cfg *config, t *topology, rep *report, names []string, runs map[string][]loopRun) {
+	c := strconv.Itoa(cfg.concurrency)
+	rps := map[string][]float64{}
+	cpu := map[string][]float64{}
+	satAll := map[string]bool{}
+	for _, n := range names {
+		satAll[n] = true
+		for _, run := range runs[n] {
+			rps[n] = append(rps[n], run.rps())
+			cpu[n] = append(cpu[n], run.cpuPerOp())
+			if run.coreShare() < 0.9 {
+				satAll[n] = false
+			}
+		}
+	}
+	place := "unpinned, default GOMAXPROCS"
+	if t.pinned {
+		place = "proxy pinned to CPU 0 with GOMAXPROCS=1; fake upstream and load generator on CPU 1"
+	}
+	for _, n := range names {
+		q := iqr(rps[n])
+		note := fmt.Sprintf("%s; %s used %.0f %% of a core (median)", place, t.proxyLabel(n), 100*median(shares(runs[n])))
+		rep.add(result{Scenario: "b throughput", Metric: "req/s " + n + ", c=" + c, Unit: "req/s", Value: median(rps[n]), Samples: len(rps[n]), IQR: &q, Note: note})
+	}
+	bl, gw := median(rps["baseline"]), median(rps["gateway"])
+	judged := t.pinned && satAll["baseline"] && satAll["gateway"]
+	var pass *bool
+	note := "judged: both proxies saturated their core in every run"
+	if judged {
+		pass = boolp(bl > 0 && gw/bl >= 0.6)
+	} else {
+		note = "saturated: false — not judged (a proxy used < 90 % of its core in some run, or the run was not pinned); see CPU per request"
+	}
+	rep.add(result{Scenario: "b throughput", Metric: "gateway / baseline req/s (per core)", Unit: "req/s", Value: gw, Baseline: f64(bl), Ratio: ratio(gw, bl),
+		Target: "≥ 0.6× bare proxy", Pass: pass, Samples: len(rps["gateway"]), Note: note})
+	if cfg.minimal {
+		gm := median(rps["gateway-min"])
+		rep.add(result{Scenario: "b throughput", Metric: "gateway-min / baseline req/s", Unit: "req/s", Value: gm, Baseline: f64(bl), Ratio: ratio(gm, bl),
+			Samples: len(rps["gateway-min"])})
+	}
+	blCPU, gwCPU := median(cpu["baseline"]), median(cpu["gateway"])
+	rep.add(result{Scenario: "b throughput", Metric: "proxy process CPU per request", Unit: "µs", Value: gwCPU, Baseline: f64(blCPU),
+		Ratio: ratio(gwCPU, blCPU), Samples: len(cpu["gateway"]), Note: "utime+stime of the proxy's process over the window / requests"})
+	if gwCPU > 0 && blCPU > 0 {
+		// Where the req/s ratio cannot be judged (the bare proxy is cheaper
+		// than the load generator and fake upstream sharing CPU 1 can drive),
+		// CPU per request of each pinned proxy is the per-core figure.
+		r := result{Scenario: "b throughput", Metric: "req/s per core implied by CPU per request (1e6 / µs)", Unit: "req/s", Value: 1e6 / gwCPU,
+			Baseline: f64(1e6 / blCPU), Ratio: ratio(blCPU, gwCPU), Samples: len(cpu["gateway"])}
+		if !judged && t.pinned {
+			r.Target, r.Pass = "≥ 0.6× bare proxy (judged here: the req/s ratio is not)", boolp(blCPU/gwCPU >= 0.6)
+			r.Note = fmt.Sprintf("the bare proxy ran at %.0f %% of its core: below saturation a proxy spends somewhat more CPU per request, which favours the gateway in this ratio",
+				100*median(shares(runs["baseline"])))
+		}
+		rep.add(r)
+	}
+	if cfg.minimal {
+		gm := median(cpu["gateway-min"])
+		rep.add(result{Scenario: "b throughput", Metric: "proxy process CPU per request, minimal path", Unit: "µs", Value: gm, Baseline: f64(blCPU),
+			Ratio: ratio(gm, blCPU), Samples: len(cpu["gateway-min"])})
+	}
+	detail := map[string]any{}
+	for n, rs := range runs {
+		var list []map[string]any
+		for _, r := range rs {
+			list = append(list, map[string]any{"rps": r.rps(), "cpu_us_per_req": r.cpuPerOp(), "core_share": r.coreShare(), "ok": r.ok, "failed": r.failed})
+		}
+		detail[n] = list
+	}
+	rep.detail("throughput_runs", detail)
+}
+
+func shares(rs []loopRun) []float64 {
+	var out []float64
+	for _, r := range rs {
+		out = append(out, r.coreShare())
+	}
+	return out
 }

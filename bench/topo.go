@@ -9,10 +9,11 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"os"
-	"sync"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"switchyard/app"
@@ -36,20 +37,32 @@ const (
 	keyFailB  = "fk-f2"
 )
 
-// topology is everything one run talks to, all on 127.0.0.1 in this process.
+// topology is everything one run talks to, all on 127.0.0.1. With
+// -topology procs (the default, 60-quality §5.2) the fake upstream, the bare
+// proxy and the gateway (the real binary, built with go build) are child
+// processes; with -topology inproc they run in this process (what
+// -profile-dir needs).
 type topology struct {
-	fu          *fakeupstream.Server
-	directURL   string // the fake upstream, "http://127.0.0.1:port"
-	baselineURL string // the bare reverse proxy
-	gatewayURL  string // Switchyard
-	clientKey   string // inference key for the gateway
-	srv         *app.Server
+	procs       bool
+	fu          *fakeupstream.Server // inproc only
+	directURL   string               // the fake upstream, "http://127.0.0.1:port"
+	baselineURL string               // the bare reverse proxy
+	gatewayURL  string               // Switchyard
+	clientKey   string               // inference key for the gateway
+	adminKey    string               // manage key (settings, state, /metrics)
+	srv         *app.Server          // inproc only
 	dataDir     string
+	workDir     string // procs: binary, child logs
 
-	baseline          *http.Server
-	baselineTransport *http.Transport
-	gateway           *http.Server
+	baseline          *http.Server    // inproc only
+	baselineTransport *http.Transport // inproc only
+	gateway           *http.Server    // inproc only
 	closers           []func()
+
+	// procs
+	fake, bare, gw *child
+	gatewayBin     string
+	pinned         bool // proxies currently on CPU 0 with GOMAXPROCS=1
 }
 
 // loopbackListen refuses anything but a loopback address.
@@ -70,22 +83,28 @@ func quietLog() *log.Logger { return log.New(io.Discard, "", 0) }
 // startTopology starts the fake upstream, the bare proxy and the gateway with
 // every feature of 60-quality §5.2 "all features on".
 func startTopology(ctx context.Context, cfg *config) (*topology, error) {
+	if cfg.topology == "procs" {
+		return startProcs(ctx, cfg)
+	}
 	t := &topology{}
-	fu := fakeupstream.New(fakeupstream.WithHitLog(fakeupstream.HitLogOff), fakeupstream.WithEvents(cfg.sseEvents))
+	fu := newFake(cfg.sseEvents, cfg.sseEventGap, cfg.upstreamLatency)
 	if err := fu.Listen("127.0.0.1:0"); err != nil {
 		return nil, err
 	}
 	t.fu = fu
 	t.closers = append(t.closers, fu.Close)
 	t.directURL = fu.URL()
-	fu.ScriptModel("*", modelSlow, fakeupstream.Step{Delay: cfg.upstreamLatency})
-	fu.ScriptModel("*", modelSSE, fakeupstream.Step{EventGap: cfg.sseEventGap})
-	fu.ScriptModel("*", modelIdle, fakeupstream.Step{Fault: fakeupstream.FaultStall, At: 1, StallFor: 10 * time.Minute})
-
 	if err := t.startBaseline(); err != nil {
 		t.close()
 		return nil, err
 	}
+	dir, err := os.MkdirTemp("", "switchyard-bench-*")
+	if err != nil {
+		t.close()
+		return nil, err
+	}
+	t.dataDir = dir
+	t.closers = append(t.closers, func() { os.RemoveAll(dir) })
 	if err := t.startGateway(ctx, cfg); err != nil {
 		t.close()
 		return nil, err
@@ -93,70 +112,36 @@ func startTopology(ctx context.Context, cfg *config) (*topology, error) {
 	return t, nil
 }
 
-// bufferPool is the sync.Pool BufferPool of 32 KiB buffers of the baseline.
-type bufferPool struct{ p sync.Pool }
-
-func (b *bufferPool) Get() []byte {
-	if v := b.p.Get(); v != nil {
-		return *(v.(*[]byte))
-	}
-	return make([]byte, 32<<10)
-}
-func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
-
-// startBaseline runs the bare proxy: httputil.ReverseProxy with a pooled
-// buffer, FlushInterval -1 and a keep-alive transport (MaxIdleConnsPerHost 4096).
+// startBaseline runs the bare proxy in this process.
 func (t *topology) startBaseline() error {
-	target, err := url.Parse(t.directURL)
+	h, tr, err := newBareProxy(t.directURL)
 	if err != nil {
 		return err
 	}
-	rp := httputil.NewSingleHostReverseProxy(target)
-	rp.FlushInterval = -1
-	rp.BufferPool = &bufferPool{}
-	rp.ErrorLog = quietLog()
-	t.baselineTransport = &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        4096,
-		MaxIdleConnsPerHost: 4096,
-		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true,
-	}
-	rp.Transport = t.baselineTransport
-	// The request body (about 530 bytes) is read before it is forwarded, as
-	// the gateway does. Streamed straight through, a few streams in a
-	// thousand with gaps between events died mid-body on this Go version
-	// ("use of closed network connection" on the upstream read).
-	inner := rp.Director
-	rp.Director = func(r *http.Request) {
-		if b, err := io.ReadAll(r.Body); err == nil {
-			r.Body = io.NopCloser(bytes.NewReader(b))
-			r.ContentLength = int64(len(b))
-		}
-		inner(r)
-	}
+	t.baselineTransport = tr
 	ln, err := loopbackListen()
 	if err != nil {
 		return err
 	}
-	t.baseline = &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second, ErrorLog: quietLog()}
+	t.baseline = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second, ErrorLog: quietLog()}
 	go t.baseline.Serve(ln)
 	t.baselineURL = "http://" + ln.Addr().String()
 	t.closers = append(t.closers, func() { t.baseline.Close() })
 	return nil
 }
 
-// startGateway builds Switchyard with app.Build in a temp data dir, serves
-// it like app.Run does, and configures connections, combos, keys and the
+// gatewayEnv is the environment the gateway runs with (in process or as
+// the built binary): its data dir and the fake upstream allowed although
+// it is on loopback.
+func (t *topology) gatewayEnv() map[string]string {
+	return map[string]string{"SWITCHYARD_DATA_DIR": t.dataDir, "SWITCHYARD_PRIVATE_UPSTREAMS": strings.TrimPrefix(t.directURL, "http://")}
+}
+
+// startGateway builds Switchyard with app.Build in t.dataDir, serves it
+// like app.Run does, and configures connections, combos, keys and the
 // resilience switches through the services and the management API.
 func (t *topology) startGateway(ctx context.Context, cfg *config) error {
-	dir, err := os.MkdirTemp("", "switchyard-bench-*")
-	if err != nil {
-		return err
-	}
-	t.dataDir = dir
-	t.closers = append(t.closers, func() { os.RemoveAll(dir) })
-	env := map[string]string{"SWITCHYARD_DATA_DIR": dir, "SWITCHYARD_PRIVATE_UPSTREAMS": t.fu.Addr()}
+	env := t.gatewayEnv()
 	acfg, err := app.LoadConfig([]string{"--addr", "127.0.0.1:0"}, func(k string) string { return env[k] })
 	if err != nil {
 		return err
@@ -187,6 +172,160 @@ func (t *topology) startGateway(ctx context.Context, cfg *config) error {
 	return t.seed(ctx, cfg)
 }
 
+// startProcs runs every role as a child process: the fake upstream and the
+// bare proxy are this binary's hidden subcommands, the gateway is the real
+// binary built with go build on a data dir seeded in process first (and
+// closed before the binary opens it).
+func startProcs(ctx context.Context, cfg *config) (_ *topology, err error) {
+	t := &topology{procs: true}
+	defer func() {
+		if err != nil {
+			t.close()
+		}
+	}()
+	if t.workDir, err = os.MkdirTemp("", "switchyard-bench-*"); err != nil {
+		return nil, err
+	}
+	work := t.workDir
+	t.closers = append(t.closers, func() { os.RemoveAll(work) })
+	t.dataDir = filepath.Join(work, "data")
+	if err := os.Mkdir(t.dataDir, 0o700); err != nil {
+		return nil, err
+	}
+	t.gatewayBin = filepath.Join(work, "switchyard")
+	fmt.Fprintf(os.Stderr, "bench: go build -o %s .\n", t.gatewayBin)
+	build := exec.CommandContext(ctx, "go", "build", "-o", t.gatewayBin, ".")
+	build.Dir = cfg.moduleDir
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go build: %v: %s", err, out)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	t.fake, err = spawn(ctx, work, "fakeupstream", nil, readyPrefix, self, "fakeupstream",
+		"-events", strconv.Itoa(cfg.sseEvents), "-event-gap", cfg.sseEventGap.String(), "-upstream-latency", cfg.upstreamLatency.String())
+	if err != nil {
+		return nil, err
+	}
+	t.closers = append(t.closers, func() { t.fake.stop(5 * time.Second) })
+	t.directURL = t.fake.url
+	// Seed the data dir in process, then hand it to the binary.
+	seedCfg := *cfg
+	if err := t.startGateway(ctx, &seedCfg); err != nil {
+		return nil, fmt.Errorf("seed: %w", err)
+	}
+	n := len(t.closers)
+	t.closers[n-1]() // stop the in-process gateway: the binary takes the data dir
+	t.closers = t.closers[:n-1]
+	t.srv, t.gateway = nil, nil
+	t.closers = append(t.closers, func() {
+		t.gw.stop(20 * time.Second)
+		t.bare.stop(5 * time.Second)
+	})
+	if err := t.startProxies(ctx, false); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// startProxies (re)starts the bare proxy and the gateway binary. Pinned:
+// both on CPU 0 with GOMAXPROCS=1, the fake upstream and this process (the
+// load generator) on CPU 1 (60-quality §5.2); otherwise everything may run
+// anywhere with the default GOMAXPROCS.
+func (t *topology) startProxies(ctx context.Context, pinned bool) error {
+	if t.gw != nil {
+		if err := t.gw.stop(20 * time.Second); err != nil {
+			return err
+		}
+	}
+	if t.bare != nil {
+		t.bare.stop(5 * time.Second)
+	}
+	var env []string
+	if pinned {
+		env = append(env, "GOMAXPROCS=1")
+	}
+	var err error
+	if t.bare, err = spawn(ctx, t.workDir, "bareproxy", env, readyPrefix, mustExecutable(), "bareproxy", "-target", t.directURL); err != nil {
+		return err
+	}
+	genv := env
+	for k, v := range t.gatewayEnv() {
+		genv = append(genv, k+"="+v)
+	}
+	if t.gw, err = spawn(ctx, t.workDir, "gateway", genv, readyPrefix, t.gatewayBin, "--addr", "127.0.0.1:0"); err != nil {
+		return err
+	}
+	t.baselineURL, t.gatewayURL = t.bare.url, t.gw.url
+	t.pinned = pinned
+	proxies, rest := allCPUs(), allCPUs()
+	if pinned {
+		proxies, rest = maskOf(0), maskOf(1)
+	}
+	for _, pid := range []int{t.bare.pid(), t.gw.pid()} {
+		if err := setAffinity(pid, proxies); err != nil {
+			return fmt.Errorf("pin proxies: %w", err)
+		}
+	}
+	for _, pid := range []int{t.fake.pid(), 0} {
+		if err := setAffinity(pid, rest); err != nil {
+			return fmt.Errorf("pin upstream and load generator: %w", err)
+		}
+	}
+	return nil
+}
+
+// place puts the processes where a scenario wants them: pinned for (b) and
+// (d) streaming cost, unpinned for the others. In process, or without
+// pinning (-pin off, one CPU), it does nothing.
+func (t *topology) place(ctx context.Context, cfg *config, pinned bool) error {
+	if !t.procs || !canPin(cfg) {
+		pinned = false
+	}
+	if !t.procs || t.pinned == pinned {
+		return nil
+	}
+	fmt.Fprintf(os.Stderr, "bench: restarting the proxies (pinned: %v)\n", pinned)
+	return t.startProxies(ctx, pinned)
+}
+
+func mustExecutable() string {
+	self, err := os.Executable()
+	if err != nil {
+		panic(err)
+	}
+	return self
+}
+
+// pidOf is the process that serves a path (0: this process, in process).
+func (t *topology) pidOf(path string) int {
+	if !t.procs {
+		return 0
+	}
+	switch path {
+	case "baseline":
+		return t.bare.pid()
+	case "gateway", "gateway-min":
+		return t.gw.pid()
+	}
+	return t.fake.pid()
+}
+
+// proxyLabel says which process a path's CPU and RSS figures are of.
+func (t *topology) proxyLabel(path string) string {
+	if !t.procs {
+		return "whole process"
+	}
+	switch path {
+	case "baseline":
+		return "bare-proxy process"
+	case "gateway", "gateway-min":
+		return "gateway process"
+	}
+	return "fake-upstream process"
+}
+
 // seed creates the configuration of "all features on":
 //   - provider "fake" (custom, openai wire format, API-key profile) with 3
 //     connections and provider "fakeb" with 1, each with max_concurrent
@@ -201,7 +340,7 @@ func (t *topology) startGateway(ctx context.Context, cfg *config) error {
 //     PATCH /api/resilience (breaker, cooldowns, affinity, request log and
 //     metrics are on by default).
 func (t *topology) seed(ctx context.Context, cfg *config) error {
-	base := t.fu.URL() + "/v1"
+	base := t.directURL + "/v1"
 	guarded := func(provider, name, key string, prio int, custom bool) services.ConnectionInput {
 		in := services.ConnectionInput{Provider: services.Some(provider), Name: services.Some(name), APIKey: services.Some(key),
 			BaseURL: services.Some(base), Priority: services.Some(prio),
@@ -252,6 +391,7 @@ func (t *topology) seed(ctx context.Context, cfg *config) error {
 	if err != nil {
 		return err
 	}
+	t.adminKey = admin
 	patch := `{"modelLockout":{"enabled":true},"providerCooldown":{"enabled":true}}`
 	if cfg.features == "minimal" {
 		patch = `{"modelLockout":{"enabled":false},"providerCooldown":{"enabled":false}}`
