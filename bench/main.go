@@ -255,13 +255,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
 	}
-	if err := run(cfg); err != nil {
+	if _, err := run(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(cfg *config) error {
+// run measures the scenarios of cfg and writes the report where cfg says.
+func run(cfg *config) (*report, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
 	defer cancel()
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
@@ -280,19 +281,19 @@ func run(cfg *config) error {
 	raiseNoFile(rep)
 	if cfg.profileDir != "" {
 		if err := os.MkdirAll(cfg.profileDir, 0o755); err != nil {
-			return err
+			return nil, err
 		}
 		runtime.MemProfileRate = 64 << 10
 	}
 	fmt.Fprintf(os.Stderr, "bench: starting fake upstream, bare proxy and gateway (features=%s)\n", cfg.features)
 	topo, err := startTopology(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("start: %w", err)
+		return nil, fmt.Errorf("start: %w", err)
 	}
 	defer topo.close()
 	fmt.Fprintf(os.Stderr, "bench: fake upstream %s, bare proxy %s, gateway %s\n", topo.directURL, topo.baselineURL, topo.gatewayURL)
 	if err := topo.checkPaths(ctx, cfg); err != nil {
-		return fmt.Errorf("sanity check: %w", err)
+		return nil, fmt.Errorf("sanity check: %w", err)
 	}
 	started := time.Now()
 	for _, s := range cfg.scenarios {
@@ -303,7 +304,7 @@ func run(cfg *config) error {
 		fmt.Fprintf(os.Stderr, "bench: scenario %s\n", s)
 		var err error
 		if perr := topo.place(ctx, cfg, s == "throughput" || s == "sse"); perr != nil {
-			return fmt.Errorf("place processes for %s: %w", s, perr)
+			return nil, fmt.Errorf("place processes for %s: %w", s, perr)
 		}
 		switch s {
 		case "latency":
@@ -344,15 +345,15 @@ func run(cfg *config) error {
 	fmt.Fprintf(os.Stdout, "\n## Switchyard bench\n\n%s", md.String())
 	if cfg.writeDocs != "" {
 		if err := writeDocsBlock(cfg.writeDocs, md.String()); err != nil {
-			return err
+			return nil, err
 		}
 		fmt.Fprintf(os.Stderr, "bench: updated %s\n", cfg.writeDocs)
 	}
 	if cfg.jsonOut != "" {
 		if err := rep.writeJSON(cfg.jsonOut); err != nil {
-			return err
+			return nil, err
 		}
 		fmt.Fprintf(os.Stderr, "bench: wrote %s\n", cfg.jsonOut)
 	}
-	return nil
+	return rep, nil
 }

@@ -423,6 +423,9 @@ func fields(err error) string {
 }
 
 func (t *topology) close() {
+	if t.procs {
+		setAffinity(0, allCPUs()) // the load generator may have been pinned
+	}
 	for i := len(t.closers) - 1; i >= 0; i-- {
 		t.closers[i]()
 	}

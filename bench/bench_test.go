@@ -1,0 +1,99 @@
+package main
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestMain lets the test binary stand in for the bench binary: the
+// process-per-role topology starts the fake upstream and the bare proxy as
+// hidden subcommands of os.Executable().
+func TestMain(m *testing.M) {
+	if ok, err := runRole(os.Args[1:]); ok {
+		if err != nil {
+			os.Stderr.WriteString(err.Error() + "\n")
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// tiny is every scenario with loads small enough for CI: a smoke run that
+// keeps the harness compiling and working, never a timed assertion
+// (60-quality §5.1).
+var tiny = []string{"-quick", "-rounds", "1", "-per-round", "5", "-warmup", "2", "-reps", "1", "-duration", "300ms",
+	"-rates", "50", "-openloop-duration", "400ms", "-openloop-warmup", "100ms", "-upstream-latency", "5ms",
+	"-sse-duration", "300ms", "-sse-reps", "1", "-sse-concurrency", "4", "-concurrency", "4", "-idle-streams", "10", "-idle-settle", "10ms",
+	"-fault-rate", "40", "-fault-duration", "1500ms", "-fault-start", "300ms", "-fault-length", "300ms"}
+
+func smoke(t *testing.T, args ...string) *report {
+	t.Helper()
+	cfg, err := parseFlags(append(slices.Clone(tiny), args...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// -quick divides again what tiny already set; keep the fault window valid.
+	cfg.idleStreams = 10
+	rep, err := run(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range rep.Warnings {
+		if strings.HasPrefix(w, "scenario ") || strings.Contains(w, "failed") || strings.Contains(w, "dropped") {
+			t.Errorf("warning: %s", w)
+		}
+	}
+	seen := map[string]bool{}
+	for _, r := range rep.Results {
+		seen[strings.Fields(r.Scenario)[0]] = true
+	}
+	for _, s := range []string{"a", "b", "c", "d", "e"} {
+		if !seen[s] {
+			t.Errorf("no results for scenario %s", s)
+		}
+	}
+	return rep
+}
+
+// TestHarnessSmokeProcs runs every scenario against child processes (the
+// gateway built with go build), unpinned so that the test does not move
+// other work between CPUs.
+func TestHarnessSmokeProcs(t *testing.T) {
+	rep := smoke(t, "-topology", "procs", "-pin", "off")
+	var idle bool
+	for _, r := range rep.Results {
+		if strings.HasPrefix(r.Metric, "memory per idle open stream") {
+			idle = true
+			if r.Value == 0 && r.Samples == 0 {
+				t.Errorf("idle-stream memory measured nothing: %+v", r)
+			}
+		}
+	}
+	if !idle {
+		t.Error("no idle-stream memory result")
+	}
+}
+
+// TestHarnessSmokeInproc runs every scenario in one process.
+func TestHarnessSmokeInproc(t *testing.T) {
+	smoke(t, "-topology", "inproc")
+}
+
+// TestProcCPUAndStatus reads this process's CPU time and RSS through the
+// /proc paths used for child processes.
+func TestProcCPUAndStatus(t *testing.T) {
+	pid := os.Getpid()
+	if procStatus(pid, "VmRSS") <= 0 {
+		t.Fatal("VmRSS not read")
+	}
+	x := 0
+	for i := 0; i < 20_000_000; i++ { // burn some CPU: utime has 10 ms ticks
+		x += i % 7
+	}
+	if procCPU(pid) <= 0 {
+		t.Fatalf("CPU time not read (%d)", x)
+	}
+}
