@@ -31,7 +31,9 @@ var tiny = []string{"-quick", "-rounds", "1", "-per-round", "5", "-warmup", "2",
 
 func smoke(t *testing.T, args ...string) *report {
 	t.Helper()
-	cfg, err := parseFlags(append(slices.Clone(tiny), args...))
+	// Every scenario but micro (go test -bench inside go test; parseBench
+	// has its own test).
+	cfg, err := parseFlags(append(append(slices.Clone(tiny), args...), "latency", "throughput", "openloop", "sse", "idle", "faults"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +52,7 @@ func smoke(t *testing.T, args ...string) *report {
 	for _, r := range rep.Results {
 		seen[strings.Fields(r.Scenario)[0]] = true
 	}
-	for _, s := range []string{"a", "b", "c", "d", "e"} {
+	for _, s := range []string{"a", "b", "c", "d", "f"} {
 		if !seen[s] {
 			t.Errorf("no results for scenario %s", s)
 		}
@@ -95,5 +97,26 @@ func TestProcCPUAndStatus(t *testing.T) {
 	}
 	if procCPU(pid) <= 0 {
 		t.Fatalf("CPU time not read (%d)", x)
+	}
+}
+
+func TestParseBench(t *testing.T) {
+	out := []byte(`goos: linux
+pkg: switchyard/services/accounts
+BenchmarkSelectConnection/n=1000/fill-first-2   	  200000	      5788 ns/op	       0 B/op	       0 allocs/op
+BenchmarkSelectConnection/n=1000/fill-first-2   	  200000	      5800 ns/op	       0 B/op	       0 allocs/op
+BenchmarkReadChunk-2   	 1000000	       686.0 ns/op	 221.57 MB/s	       0 B/op	       0 allocs/op
+BenchmarkWeird-name-x   	 10	       7 ns/op
+PASS
+`)
+	runs := parseBench(out)
+	if got := runs["BenchmarkSelectConnection/n=1000/fill-first"]; len(got) != 2 || got[0].ns != 5788 || got[1].ns != 5800 {
+		t.Errorf("select runs = %+v", got)
+	}
+	if got := runs["BenchmarkReadChunk"]; len(got) != 1 || got[0].ns != 686 || got[0].allocs != 0 {
+		t.Errorf("read chunk = %+v (MB/s column must be skipped)", got)
+	}
+	if got := runs["BenchmarkWeird-name-x"]; len(got) != 1 {
+		t.Errorf("a name whose last dash is not GOMAXPROCS keeps it: %v", runs)
 	}
 }

@@ -28,7 +28,7 @@ import (
 	"time"
 )
 
-var allScenarios = []string{"latency", "throughput", "openloop", "sse", "idle", "faults"}
+var allScenarios = []string{"latency", "throughput", "openloop", "sse", "idle", "micro", "faults"}
 
 type config struct {
 	scenarios []string
@@ -60,6 +60,10 @@ type config struct {
 	faultDuration time.Duration
 	faultStart    time.Duration
 	faultLength   time.Duration
+
+	// (e) micro-benchmarks
+	microCount     int
+	microBenchtime time.Duration
 
 	topology  string // procs | inproc
 	pin       string // auto | off
@@ -120,6 +124,8 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&c.faultLength, "fault-length", 5*time.Second, "(e) how long connection fk-f1 answers 503")
 	fs.StringVar(&c.topology, "topology", "procs", "procs: fake upstream, bare proxy and the gateway binary (go build) as child processes, CPU and RSS per process (60-quality §5.2); inproc: all in this process (needed by -profile-dir)")
 	fs.StringVar(&c.pin, "pin", "auto", "auto: in (b) and (d) streaming cost, the proxy under test on CPU 0 with GOMAXPROCS=1 and the fake upstream and load generator on CPU 1 (procs topology, ≥ 2 CPUs); off: never pin")
+	fs.IntVar(&c.microCount, "micro-count", 10, "(e) go test -count for the micro-benchmarks (median reported)")
+	fs.DurationVar(&c.microBenchtime, "micro-benchtime", 100*time.Millisecond, "(e) go test -benchtime per micro-benchmark run")
 	fs.StringVar(&c.jsonOut, "json", "", "write the JSON report to this file")
 	fs.StringVar(&c.writeDocs, "write-docs", "", "rewrite the block between <!-- bench:begin --> and <!-- bench:end --> of this file (docs/PERFORMANCE.md) with this run's table")
 	fs.StringVar(&c.profileDir, "profile-dir", "", "write CPU profiles of the first gateway and bare-proxy runs of (b) and the first gateway run of (d), heap profiles and goroutine stacks at the idle-stream measurement and an allocation profile of the whole run into this directory")
@@ -184,11 +190,11 @@ func parseFlags(args []string) (*config, error) {
 	if c.profileDir != "" && c.topology == "procs" {
 		c.topology = "inproc" // profiles are taken of this process
 	}
-	if c.topology == "procs" {
+	if c.topology == "procs" || slices.Contains(c.scenarios, "micro") {
 		out, err := exec.Command("go", "env", "GOMOD").Output()
 		gomod := strings.TrimSpace(string(out))
 		if err != nil || gomod == "" || gomod == os.DevNull {
-			return nil, fmt.Errorf("-topology procs builds the gateway with go build: run from inside the module (go env GOMOD: %q, %v)", gomod, err)
+			return nil, fmt.Errorf("the gateway build and the micro-benchmarks need the module: run from inside it (go env GOMOD: %q, %v)", gomod, err)
 		}
 		c.moduleDir = filepath.Dir(gomod)
 	}
@@ -196,7 +202,7 @@ func parseFlags(args []string) (*config, error) {
 		return nil, fmt.Errorf("-features: want all or minimal")
 	}
 	if c.rounds < 1 || c.perRound < 1 || c.concurrency < 1 || c.reps < 1 || c.sseConcurrency < 1 || c.sseReps < 1 ||
-		c.idleStreams < 1 || c.idleStreams > 5000 || c.faultRate < 1 || c.sseEvents < 1 {
+		c.idleStreams < 1 || c.idleStreams > 5000 || c.microCount < 1 || c.faultRate < 1 || c.sseEvents < 1 {
 		return nil, fmt.Errorf("counts must be positive (idle-streams at most 5000)")
 	}
 	if c.faultStart+c.faultLength >= c.faultDuration {
@@ -210,6 +216,8 @@ func parseFlags(args []string) (*config, error) {
 		c.rounds = max(3, c.rounds/2)
 		c.perRound = max(20, c.perRound/5)
 		c.idleStreams = max(50, c.idleStreams/5)
+		c.microCount = min(c.microCount, 3)
+		c.microBenchtime = min(c.microBenchtime, 20*time.Millisecond)
 	}
 	return c, nil
 }
@@ -317,6 +325,8 @@ func run(cfg *config) (*report, error) {
 			err = runSSE(ctx, cfg, topo, rep)
 		case "idle":
 			err = runIdle(ctx, cfg, topo, rep)
+		case "micro":
+			err = runMicro(ctx, cfg, rep)
 		case "faults":
 			err = runFaults(ctx, cfg, topo, rep)
 		}

@@ -153,7 +153,7 @@ func runFaults(ctx context.Context, cfg *config, t *topology, rep *report) error
 	}
 	fmt.Fprintf(os.Stderr, "  %d requests, %d lost %v, %d served after failover, recovered %s after the burst; failed connection back after %s\n",
 		len(recs), lost, failCodes, failover, recovered.Round(time.Millisecond), fmtOff(backAt))
-	scen := fmt.Sprintf("e faults (503 burst %s on 1 of 2 conns, %d rps)", cfg.faultLength, cfg.faultRate)
+	scen := fmt.Sprintf("f faults (503 burst %s on 1 of 2 conns, %d rps)", cfg.faultLength, cfg.faultRate)
 	rep.add(result{Scenario: scen, Metric: "requests lost", Unit: "", Value: float64(lost), Target: "0", Pass: boolp(lost == 0), Samples: len(recs),
 		Note: fmt.Sprintf("failed answers by status/code: %v", failCodes)})
 	rep.add(result{Scenario: scen, Metric: "requests served after failover", Unit: "", Value: float64(failover), Samples: len(recs)})
