@@ -39,6 +39,7 @@ func smoke(t *testing.T, args ...string) *report {
 	}
 	// -quick divides again what tiny already set; keep the fault window valid.
 	cfg.idleStreams = 10
+	cfg.outDir = t.TempDir()
 	rep, err := run(cfg)
 	if err != nil {
 		t.Fatal(err)

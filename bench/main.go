@@ -70,6 +70,8 @@ type config struct {
 	moduleDir string // where go build runs (the module root)
 
 	jsonOut    string
+	outDir     string // every run's JSON as <UTC time>-<short commit>.json
+	docsAnyway bool
 	writeDocs  string
 	profileDir string
 	timeout    time.Duration
@@ -126,6 +128,8 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.pin, "pin", "auto", "auto: in (b) and (d) streaming cost, the proxy under test on CPU 0 with GOMAXPROCS=1 and the fake upstream and load generator on CPU 1 (procs topology, ≥ 2 CPUs); off: never pin")
 	fs.IntVar(&c.microCount, "micro-count", 10, "(e) go test -count for the micro-benchmarks (median reported)")
 	fs.DurationVar(&c.microBenchtime, "micro-benchtime", 100*time.Millisecond, "(e) go test -benchtime per micro-benchmark run")
+	fs.StringVar(&c.outDir, "out", "bench/results", "directory for this run's JSON as <UTC time>-<short commit>.json (git-ignored; \"\" writes none)")
+	fs.BoolVar(&c.docsAnyway, "docs-despite-warnings", false, "with -write-docs, write the table even if the run has warnings or an unsaturated throughput run (the warnings are listed under it)")
 	fs.StringVar(&c.jsonOut, "json", "", "write the JSON report to this file")
 	fs.StringVar(&c.writeDocs, "write-docs", "", "rewrite the block between <!-- bench:begin --> and <!-- bench:end --> of this file (docs/PERFORMANCE.md) with this run's table")
 	fs.StringVar(&c.profileDir, "profile-dir", "", "write CPU profiles of the first gateway and bare-proxy runs of (b) and the first gateway run of (d), heap profiles and goroutine stacks at the idle-stream measurement and an allocation profile of the whole run into this directory")
@@ -354,10 +358,26 @@ func run(cfg *config) (*report, error) {
 	rep.writeMarkdown(&md)
 	fmt.Fprintf(os.Stdout, "\n## Switchyard bench\n\n%s", md.String())
 	if cfg.writeDocs != "" {
-		if err := writeDocsBlock(cfg.writeDocs, md.String()); err != nil {
-			return nil, err
+		// 60-quality §5.5: a run with warnings or an unjudged (unsaturated)
+		// throughput ratio is not copied into the docs unless asked to.
+		if why := rep.docsBlockers(); len(why) > 0 && !cfg.docsAnyway {
+			fmt.Fprintf(os.Stderr, "bench: not writing %s: %s (-docs-despite-warnings writes it anyway)\n", cfg.writeDocs, strings.Join(why, "; "))
+		} else {
+			if err := writeDocsBlock(cfg.writeDocs, md.String()); err != nil {
+				return nil, err
+			}
+			fmt.Fprintf(os.Stderr, "bench: updated %s\n", cfg.writeDocs)
 		}
-		fmt.Fprintf(os.Stderr, "bench: updated %s\n", cfg.writeDocs)
+	}
+	if cfg.outDir != "" {
+		stamp := strings.NewReplacer(":", "", "-", "").Replace(rep.Time)
+		name := filepath.Join(cfg.outDir, stamp+"-"+shortCommit(rep.Git.Commit)+".json")
+		if err := os.MkdirAll(cfg.outDir, 0o755); err == nil {
+			if err := rep.writeJSON(name); err != nil {
+				return nil, err
+			}
+			fmt.Fprintf(os.Stderr, "bench: wrote %s\n", name)
+		}
 	}
 	if cfg.jsonOut != "" {
 		if err := rep.writeJSON(cfg.jsonOut); err != nil {
@@ -366,4 +386,14 @@ func run(cfg *config) (*report, error) {
 		fmt.Fprintf(os.Stderr, "bench: wrote %s\n", cfg.jsonOut)
 	}
 	return rep, nil
+}
+
+func shortCommit(c string) string {
+	if len(c) > 7 {
+		return c[:7]
+	}
+	if c == "" {
+		return "nocommit"
+	}
+	return c
 }

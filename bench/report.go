@@ -237,3 +237,18 @@ func (r *report) writeMarkdown(w io.Writer) {
 		}
 	}
 }
+
+// docsBlockers lists why this run should not replace the table in the
+// docs: warnings, and throughput ratios marked not judged.
+func (r *report) docsBlockers() []string {
+	var why []string
+	if n := len(r.Warnings); n > 0 {
+		why = append(why, fmt.Sprintf("%d warning(s), first: %s", n, r.Warnings[0]))
+	}
+	for _, res := range r.Results {
+		if strings.Contains(res.Note, "saturated: false") {
+			why = append(why, res.Scenario+" "+res.Metric+": saturated: false")
+		}
+	}
+	return why
+}
