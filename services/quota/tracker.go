@@ -92,6 +92,9 @@ type Tracker struct {
 	log      *slog.Logger
 
 	conns sync.Map // connection id → *conn
+	// version is bumped after every change that can change what Gate
+	// answers (see Version).
+	version atomic.Uint64
 
 	kick      chan *conn
 	stop      chan struct{}
@@ -208,6 +211,36 @@ func newTracker(opts Options, sweep time.Duration) *Tracker {
 	return t
 }
 
+// Version changes after every change of the windows that can change what
+// Gate answers for some connection: an observation that moves a long
+// window which is, or becomes, at or above gateFloor, Load and Forget.
+// Time passing and routing.quotaMaxStaleMs (MaxStale) do not change it.
+// Read it before the state it guards.
+func (t *Tracker) Version() uint64 { return t.version.Load() }
+
+// MaxStale is routing.quotaMaxStaleMs as Gate applies it now.
+func (t *Tracker) MaxStale() time.Duration { return t.staleAfter() }
+
+// gateFloor is the lowest used fraction at which a window can make Gate
+// block: u ≥ 1 − reserve/100 with the reserve clamped to at most 50.
+const gateFloor = 0.5
+
+// gateChange reports whether replacing old by n can change what Gate
+// answers: a long window changed that was or is at or above gateFloor (a
+// window below it never blocks and never sets the gate's until).
+func gateChange(old, n *snapshot) bool {
+	for i := i5h; i < numWindows; i++ {
+		o, w := old.w[i], n.w[i]
+		if o == w {
+			continue
+		}
+		if (o.set && o.used >= gateFloor) || (w.set && w.used >= gateFloor) {
+			return true
+		}
+	}
+	return false
+}
+
 func (t *Tracker) staleAfter() time.Duration {
 	if t.maxStale != nil {
 		if d := t.maxStale(); d > 0 {
@@ -264,6 +297,9 @@ func (t *Tracker) ObserveWindows(connID string, ws []Window, now time.Time) {
 			return
 		}
 		if c.snap.CompareAndSwap(old, n) {
+			if gateChange(old, n) {
+				t.version.Add(1)
+			}
 			break
 		}
 	}
@@ -437,6 +473,7 @@ func (t *Tracker) Load(ctx context.Context) error {
 			}
 		}
 	}
+	t.version.Add(1)
 	return nil
 }
 
@@ -448,6 +485,7 @@ func (t *Tracker) Forget(ctx context.Context, connID string) error {
 		c.forgotten = true
 		t.conns.CompareAndDelete(connID, c)
 		c.wmu.Unlock()
+		t.version.Add(1)
 	}
 	if t.store == nil {
 		return nil

@@ -113,7 +113,16 @@ type Cooldowns struct {
 	store   ConnectionStateStore
 	log     *slog.Logger
 	entries sync.Map // connection id → *cooldownEntry
+	// version is bumped after every change of a connection's published
+	// state (and after a connection is forgotten), so a reader that cached
+	// what Flags, Cooling and BackoffLevel answered knows when to ask again.
+	version atomic.Uint64
 }
+
+// Version changes after every write that can change what Flags, Cooling
+// or BackoffLevel answer; time alone (a deadline passing) does not change
+// it. Read it before the state it guards.
+func (c *Cooldowns) Version() uint64 { return c.version.Load() }
 
 // cooldownEntry is the state of one connection. state is replaced, never
 // mutated, so readers may use the snapshot without the mutex.
@@ -239,6 +248,7 @@ func (c *Cooldowns) Replace(id string, st services.ConnectionState) {
 	e.gone = false
 	e.episodeAt = time.Time{}
 	e.mu.Unlock()
+	c.version.Add(1)
 }
 
 // Forget drops connection id from memory (the connection was deleted).
@@ -251,6 +261,7 @@ func (c *Cooldowns) Forget(id string) {
 	e.mu.Lock()
 	e.gone = true
 	e.mu.Unlock()
+	c.version.Add(1)
 }
 
 func (c *Cooldowns) entry(id string) *cooldownEntry {
@@ -518,6 +529,7 @@ func (c *Cooldowns) Reset(ctx context.Context, id string) error {
 		return fmt.Errorf("resilience: reset connection %s: %w", id, err)
 	}
 	e.state.Store(&st)
+	c.version.Add(1)
 	return nil
 }
 
@@ -571,6 +583,7 @@ func (c *Cooldowns) ClearCooldownsDetailed(ctx context.Context, ids []string) (C
 				return res, fmt.Errorf("resilience: clear cooldown of %s: %w", id, err)
 			}
 			e.state.Store(&st)
+			c.version.Add(1)
 			res.Cleared = append(res.Cleared, id)
 		}
 		e.mu.Unlock()
@@ -587,6 +600,7 @@ func (c *Cooldowns) commit(ctx context.Context, e *cooldownEntry, info ConnInfo,
 	}
 	st = cloneConnectionState(st)
 	e.state.Store(&st)
+	c.version.Add(1)
 	wctx := context.WithoutCancel(ctx)
 	if err := c.store.SaveConnectionState(wctx, info.ID, st); err != nil {
 		if errors.Is(err, services.ErrNotFound) {
@@ -610,6 +624,7 @@ func (c *Cooldowns) commit(ctx context.Context, e *cooldownEntry, info ConnInfo,
 func (c *Cooldowns) dropGone(id string, e *cooldownEntry) {
 	e.gone = true
 	c.entries.CompareAndDelete(id, e)
+	c.version.Add(1)
 }
 
 func coolingAt(st services.ConnectionState, now time.Time) bool {

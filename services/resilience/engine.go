@@ -114,6 +114,12 @@ func (e *Engine) BlockerKeys(provider, connectionID string, mk ModelKeys, now ti
 	return Blocker{}, false
 }
 
+// StateVersion changes after every write that can change what BlockerKeys
+// answers for some connection, except the lockout master switch and time
+// passing (see Cooldowns.Version, Lockouts.Version). Both counters only
+// grow, so their sum changes whenever either does.
+func (e *Engine) StateVersion() uint64 { return e.Cooldowns.Version() + e.Lockouts.Version() }
+
 // Release frees a breaker probe slot that did not dispatch or ended without a verdict.
 func (e *Engine) Release(adm Admission) {
 	if adm.Probe {

@@ -229,7 +229,17 @@ type Lockouts struct {
 	conns   sync.Map // lockoutConnKey → *sync.Mutex
 	shards  [lockoutShards]lockoutShard
 	size    atomic.Int64 // records in memory, so the empty case costs one load
+	// version is bumped after every change of the records in memory, so a
+	// reader that cached what Blocking answered knows when to ask again.
+	version atomic.Uint64
 }
+
+// Version changes after every change of the lockout records in memory
+// (a lock set, extended, decayed, re-enabled, cleared, swept or loaded).
+// Neither time (a lock ending) nor the master switch changes it: a reader
+// caching Blocking compares Enabled and the ends it saw itself. Read it
+// before the state it guards.
+func (l *Lockouts) Version() uint64 { return l.version.Load() }
 
 // NewLockouts builds the lockout state. cfg returns the current modelLockout
 // settings; resetAfter returns providerBreaker.<profile>.resetTimeoutMs of a
@@ -272,6 +282,7 @@ func (l *Lockouts) Load(ctx context.Context) error {
 		clear(sh.recs)
 		sh.mu.Unlock()
 	}
+	l.version.Add(1)
 	now := l.now()
 	var errs []error
 	for _, r := range recs {
@@ -548,6 +559,7 @@ func (l *Lockouts) Clear(ctx context.Context, filter LockFilter) (int, error) {
 		}
 		sh.mu.Unlock()
 	}
+	l.version.Add(1)
 	if _, err := l.store.DeleteLockouts(ctx, filter); err != nil {
 		return active, fmt.Errorf("resilience: clear lockouts: %w", err)
 	}
@@ -594,6 +606,9 @@ func (l *Lockouts) Sweep(ctx context.Context) (int, error) {
 			}
 		}
 		sh.mu.Unlock()
+	}
+	if len(dead) > 0 {
+		l.version.Add(1)
 	}
 	var errs []error
 	for _, k := range dead {
@@ -746,16 +761,21 @@ func (l *Lockouts) put(r LockoutRecord) {
 	}
 	sh.recs[r.LockKey] = r
 	sh.mu.Unlock()
+	l.version.Add(1)
 }
 
 func (l *Lockouts) drop(k LockKey) {
 	sh := l.shard(k.Provider, k.ConnectionID)
 	sh.mu.Lock()
-	if _, ok := sh.recs[k]; ok {
+	_, ok := sh.recs[k]
+	if ok {
 		delete(sh.recs, k)
 		l.size.Add(-1)
 	}
 	sh.mu.Unlock()
+	if ok {
+		l.version.Add(1)
+	}
 }
 
 // write updates memory first, so routing sees a new lock at once, then the store.
