@@ -90,6 +90,9 @@ type Gateway struct {
 	entrySlots *traffic.Slots
 
 	watchdogCfg func() (WatchdogConfig, int)
+
+	// picks is pick's eligibility cache (pick.go).
+	picks pickCache
 }
 
 // New builds the gateway.
@@ -268,9 +271,11 @@ type attemptState struct {
 	// connReason is the reason of each connection's last failure here.
 	retryable  []target
 	connReason map[string]resilience.Reason
-	// pickCands and pickConns are pick's reusable candidate buffers.
+	// pickCands and pickConns are pickUncached's reusable candidate
+	// buffers, pickScr pick's.
 	pickCands []accounts.Candidate
 	pickConns []*services.Connection
+	pickScr   pickScratch
 }
 
 // retryReason reports the failures a retry pass may try again (§6.3).
@@ -831,10 +836,12 @@ func (g *Gateway) siblings(s *Snapshot, provider string) []resilience.ConnRef {
 	return out
 }
 
-// pick chooses the next connection for a target, or nil when none is left.
-// The connection gates of 30-routing §5 (7–9, 12) run here; when nothing is
-// eligible the target's exclusion names its soonest-ending blocker.
-func (g *Gateway) pick(s *Snapshot, t target, req *Request, st *attemptState, set *Settings, record bool) *services.Connection {
+// pickUncached chooses the next connection for a target, or nil when none
+// is left. The connection gates of 30-routing §5 (7–12) run here for every
+// connection; when nothing is eligible the target's exclusion names its
+// soonest-ending blocker. pick (pick.go) makes the same decision from its
+// eligibility cache; this is the reference it is tested against.
+func (g *Gateway) pickUncached(s *Snapshot, t target, req *Request, st *attemptState, set *Settings, record bool) *services.Connection {
 	// The candidate buffers live in the attempt state: one request's picks
 	// reuse them, so a pick allocates nothing once they have grown.
 	eligible, conns := st.pickCands[:0], st.pickConns[:0] // conns[i] is eligible[i]'s connection

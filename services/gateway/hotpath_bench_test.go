@@ -168,7 +168,7 @@ func newBenchEnvAt(b testing.TB, n int, strategy, mix, baseURL string) *benchEnv
 // pinCase prepares the request's session and pin: hit (pinned to an
 // eligible connection), miss (a session without a pin), ineligible (pinned
 // to a cooling connection), none (no session key).
-func (e *benchEnv) request(b *testing.B, pinCase string) *Request {
+func (e *benchEnv) request(b testing.TB, pinCase string) *Request {
 	req := &Request{ID: "req_bench", Key: e.key, Endpoint: "/v1/chat/completions", Model: "bench", Inbound: InboundChat,
 		Body: map[string]json.RawMessage{"model": json.RawMessage(`"bench"`)}}
 	pin := func(session, conn string) {
