@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"switchyard/services"
@@ -223,7 +224,9 @@ type autoCand struct {
 func (a *Auto) Order(req Request, entries []Entry) []Entry {
 	cfg := &strategyConfig(req).Auto
 	counter := a.rot.next(req.ComboID)
-	cands := autoScores(req, entries)
+	sc := autoScratchPool.Get().(*autoScratch)
+	defer autoScratchPool.Put(sc)
+	cands := autoScores(req, entries, sc)
 
 	k := 0 // eligible: available and breaker not open
 	for i := range cands {
@@ -253,8 +256,19 @@ func (a *Auto) Order(req Request, entries []Entry) []Entry {
 	if chosen >= 0 {
 		chosenPos = cands[chosen].pos
 	}
-	// Eligible by score desc (ties configured order), then open ones.
-	slices.SortStableFunc(cands, func(x, y autoCand) int {
+	// Eligible by score desc (ties configured order), then open ones. The
+	// sort moves small keys, not the candidates with their factor vectors.
+	type key struct {
+		pos   int
+		open  bool
+		score float64
+	}
+	var buf [stackKeys]key
+	ks := keysIn(buf[:], len(cands))
+	for _, c := range cands {
+		ks = append(ks, key{pos: c.pos, open: c.open, score: c.score})
+	}
+	slices.SortStableFunc(ks, func(x, y key) int {
 		if x.open != y.open {
 			if x.open {
 				return 1
@@ -265,16 +279,16 @@ func (a *Auto) Order(req Request, entries []Entry) []Entry {
 	})
 	if chosenPos < 0 && k > 0 {
 		n := 0
-		for n < k && cands[n].score >= cands[0].score-cfg.TieBand-scoreEps {
+		for n < k && ks[n].score >= ks[0].score-cfg.TieBand-scoreEps {
 			n++
 		}
-		chosenPos = cands[int(counter%uint64(n))].pos
+		chosenPos = ks[int(counter%uint64(n))].pos
 	}
 	out := make([]Entry, 0, len(entries))
 	if chosenPos >= 0 {
 		out = append(out, entries[chosenPos])
 	}
-	for _, c := range cands {
+	for _, c := range ks {
 		if c.pos != chosenPos {
 			out = append(out, entries[c.pos])
 		}
@@ -294,7 +308,7 @@ type AutoScore struct {
 // entries, in configured order (diagnostics and tests). It draws nothing
 // and advances no counter.
 func AutoScores(req Request, entries []Entry) []AutoScore {
-	cands := autoScores(req, entries)
+	cands := autoScores(req, entries, new(autoScratch))
 	out := make([]AutoScore, len(cands))
 	for i, c := range cands {
 		m := make(map[string]float64, numFactors)
@@ -306,14 +320,27 @@ func AutoScores(req Request, entries []Entry) []AutoScore {
 	return out
 }
 
-// autoScores evaluates the available candidates in configured order.
-func autoScores(req Request, entries []Entry) []autoCand {
+// autoScratch holds autoScores' working slices; Order reuses them through
+// autoScratchPool so that scoring allocates nothing once they have grown.
+type autoScratch struct {
+	cands      []autoCand
+	sigs       []CandidateSignals
+	views      []QuotaView
+	costs      []float64
+	known      []bool
+	knownCosts []float64
+}
+
+var autoScratchPool = sync.Pool{New: func() any { return new(autoScratch) }}
+
+// autoScores evaluates the available candidates in configured order. The
+// result lives in sc.
+func autoScores(req Request, entries []Entry, sc *autoScratch) []autoCand {
 	cfg := &strategyConfig(req).Auto
 	w := autoWeights(req, cfg)
 	now := req.Now
-	cands := make([]autoCand, 0, len(entries))
-	sigs := make([]CandidateSignals, 0, len(entries))
-	views := make([]QuotaView, 0, len(entries))
+	cands, sigs, views := sc.cands[:0], sc.sigs[:0], sc.views[:0]
+	defer func() { sc.cands, sc.sigs, sc.views = cands[:0], sigs[:0], views[:0] }()
 	for i := range entries {
 		e := &entries[i]
 		if !e.Available {
@@ -329,9 +356,10 @@ func autoScores(req Request, entries []Entry) []autoCand {
 	}
 
 	// Cost: c = 0.6·in + 0.4·out; unknown = median of the known ones.
-	costs := make([]float64, len(cands))
-	known := make([]bool, len(cands))
-	var knownCosts []float64
+	costs := append(sc.costs[:0], make([]float64, len(cands))...)
+	known := append(sc.known[:0], make([]bool, len(cands))...)
+	knownCosts := sc.knownCosts[:0]
+	defer func() { sc.costs, sc.known, sc.knownCosts = costs[:0], known[:0], knownCosts[:0] }()
 	for i, c := range cands {
 		e := &entries[c.pos]
 		if req.Prices == nil || e.IsRef() {
@@ -365,7 +393,7 @@ func autoScores(req Request, entries []Entry) []autoCand {
 			if c.open {
 				continue
 			}
-			if sc := CacheScore(req.CacheKey, CandidateIdentity(entries[c.pos])); cacheWinner < 0 || sc > best {
+			if sc := entryScore(req.CacheKey, &entries[c.pos]); cacheWinner < 0 || sc > best {
 				cacheWinner, best = i, sc
 			}
 		}

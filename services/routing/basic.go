@@ -66,7 +66,8 @@ func (CostOptimized) Order(req Request, entries []Entry) []Entry {
 		known bool
 		p     Price
 	}
-	ks := make([]keyed, 0, len(entries))
+	var buf [stackKeys]keyed
+	ks := keysIn(buf[:], len(entries))
 	for i, e := range entries {
 		if !e.Available {
 			continue
@@ -124,7 +125,8 @@ func (ContextOptimized) Order(req Request, entries []Entry) []Entry {
 		window int
 	}
 	required := req.RequiredTokens()
-	ks := make([]keyed, 0, len(entries))
+	var buf [stackKeys]keyed
+	ks := keysIn(buf[:], len(entries))
 	for i, e := range entries {
 		if !e.Available {
 			continue

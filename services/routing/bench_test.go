@@ -1,10 +1,6 @@
 package routing
 
-import (
-	"fmt"
-	"math/rand/v2"
-	"testing"
-)
+import "fmt"
 
 // bench100 is a 100-entry combo with varied weights, metrics and every
 // tenth entry unavailable.
@@ -18,26 +14,3 @@ func bench100() ([]Entry, StatsMap) {
 	}
 	return es, stats
 }
-
-func benchStrategy(b *testing.B, name string) {
-	es, stats := bench100()
-	reg := NewRegistry(rand.New(rand.NewPCG(1, 2)), nil)
-	s := reg[name]
-	req := Request{ComboID: "cb", Stats: stats}
-	b.ReportAllocs()
-	for b.Loop() {
-		if out := s.Order(req, es); len(out) != len(es) {
-			b.Fatal("short order")
-		}
-	}
-}
-
-func BenchmarkOrder100Priority(b *testing.B) { benchStrategy(b, NamePriority) }
-func BenchmarkOrder100Weighted(b *testing.B) { benchStrategy(b, NameWeighted) }
-func BenchmarkOrder100P2C(b *testing.B)      { benchStrategy(b, NameP2C) }
-
-// The others, for comparison.
-func BenchmarkOrder100RoundRobin(b *testing.B)   { benchStrategy(b, NameRoundRobin) }
-func BenchmarkOrder100Random(b *testing.B)       { benchStrategy(b, NameRandom) }
-func BenchmarkOrder100StrictRandom(b *testing.B) { benchStrategy(b, NameStrictRandom) }
-func BenchmarkOrder100LeastUsed(b *testing.B)    { benchStrategy(b, NameLeastUsed) }

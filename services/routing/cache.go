@@ -38,10 +38,11 @@ func (CacheOptimized) Order(req Request, entries []Entry) []Entry {
 		pos   int
 		score uint64
 	}
-	ks := make([]keyed, 0, len(entries))
+	var buf [stackKeys]keyed
+	ks := keysIn(buf[:], len(entries))
 	for i, e := range entries {
 		if e.Available {
-			ks = append(ks, keyed{pos: i, score: CacheScore(req.CacheKey, CandidateIdentity(e))})
+			ks = append(ks, keyed{pos: i, score: entryScore(req.CacheKey, &e)})
 		}
 	}
 	slices.SortStableFunc(ks, func(a, b keyed) int { return cmp.Compare(b.score, a.score) })
@@ -65,12 +66,26 @@ func CandidateIdentity(e Entry) string {
 // CacheScore is the rendezvous score of a candidate identity for key K:
 // the big-endian uint64 of the first 8 bytes of SHA-256(K ‖ 0x00 ‖ identity).
 func CacheScore(key, identity string) uint64 {
-	h := sha256.New()
-	h.Write([]byte(key))
-	h.Write([]byte{0})
-	h.Write([]byte(identity))
-	var sum [sha256.Size]byte
-	return binary.BigEndian.Uint64(h.Sum(sum[:0]))
+	var stack [256]byte
+	return scoreOf(append(append(append(stack[:0], key...), 0), identity...))
+}
+
+// entryScore is CacheScore(key, CandidateIdentity(e)) without building the
+// identity string: the hash input is assembled in a stack buffer.
+func entryScore(key string, e *Entry) uint64 {
+	var stack [256]byte
+	b := append(append(stack[:0], key...), 0)
+	if e.IsRef() {
+		b = append(append(b, "combo:"...), e.ComboRef...)
+	} else {
+		b = append(append(append(append(append(b, e.Provider...), '/'), e.Model...), '@'), e.ConnectionID...)
+	}
+	return scoreOf(b)
+}
+
+func scoreOf(b []byte) uint64 {
+	sum := sha256.Sum256(b)
+	return binary.BigEndian.Uint64(sum[:8])
 }
 
 // CacheAffinityKey builds the affinity key K of §10.17: "pck:" + the body's

@@ -21,7 +21,8 @@ func (Headroom) Describe() string { return describe(NameHeadroom) }
 
 // Order sorts by headroom.
 func (Headroom) Order(req Request, entries []Entry) []Entry {
-	ks := make([]scored, 0, len(entries))
+	var buf [stackKeys]scored
+	ks := keysIn(buf[:], len(entries))
 	for i := range entries {
 		if entries[i].Available {
 			ks = append(ks, scored{pos: i, score: HeadroomOf(quotaOf(req, &entries[i]))})

@@ -2,7 +2,6 @@ package routing
 
 import (
 	"math"
-	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -118,30 +117,3 @@ func TestQuotaViewNeutral(t *testing.T) {
 
 // BenchmarkQuotaStrategies orders 100 candidates with known windows (one in
 // ten unavailable) under each quota strategy.
-func BenchmarkQuotaStrategies(b *testing.B) {
-	es, _ := bench100()
-	views := make(map[string]QuotaView, len(es))
-	signals := make(map[string]CandidateSignals, len(es))
-	for i := range es {
-		es[i].ConnectionID = "c" + es[i].ID
-		views[es[i].ConnectionID] = QuotaView{
-			FiveHour: win(float64(i%10)/10, time.Duration(i%5+1)*hour),
-			Weekly:   win(float64(i%7)/7, time.Duration(i%6+1)*day),
-		}
-		signals[es[i].ID] = CandidateSignals{LatencyKnown: i%3 != 0, P95Ms: float64(500 + 10*i), StddevMs: float64(i), Tier: "pro"}
-	}
-	req := quotaReq("cb", views)
-	req.Prices = func(_, m string) (Price, bool) { return Price{float64(len(m) % 5), 1}, true }
-	req.Signals = func(e Entry) CandidateSignals { return signals[e.ID] }
-	for _, name := range []string{NameResetAware, NameResetWindow, NameHeadroom, NameAuto} {
-		b.Run("candidates=100/"+name, func(b *testing.B) {
-			s := NewRegistry(rand.New(rand.NewPCG(1, 2)), nil)[name]
-			b.ReportAllocs()
-			for b.Loop() {
-				if out := s.Order(req, es); len(out) != len(es) {
-					b.Fatal("short order")
-				}
-			}
-		})
-	}
-}

@@ -1,7 +1,8 @@
 package routing
 
 import (
-	"sort"
+	"cmp"
+	"slices"
 	"sync"
 )
 
@@ -13,7 +14,7 @@ import (
 // are only demoted; admission then waits for or bypasses the slot.
 type QuotaShare struct {
 	mu       sync.Mutex
-	deficits map[string]map[string]float64 // combo id → candidate key → d
+	deficits map[string]map[candKey]float64 // combo id → candidate → d
 }
 
 // NameQuotaShare is the name of QuotaShare.
@@ -23,40 +24,32 @@ func (*QuotaShare) Name() string { return NameQuotaShare }
 
 func (*QuotaShare) Describe() string { return describe(NameQuotaShare) }
 
-// candidateKey identifies a candidate across requests.
-func candidateKey(e Entry) string { return e.ID + "@" + e.ConnectionID }
+// candKey identifies a candidate across requests: its entry id and
+// connection. A struct of the entry's own strings, so looking a deficit up
+// builds no key string.
+type candKey struct{ id, conn string }
 
 // Order implements Strategy.
 func (q *QuotaShare) Order(req Request, entries []Entry) []Entry {
-	avail := make([]Entry, 0, len(entries))
-	for _, e := range entries {
-		if e.Available {
-			avail = append(avail, e)
+	n, sum := 0, 0.0
+	for i := range entries {
+		if entries[i].Available {
+			n++
+			sum += float64(entries[i].Weight)
 		}
 	}
-	if len(avail) == 0 {
+	if n == 0 {
 		return configured(entries)
 	}
-	inFlight := func(e Entry) int {
+	inFlight := func(e *Entry) int {
 		if req.InFlight == nil || e.ConnectionID == "" {
 			return 0
 		}
 		return req.InFlight(e.ConnectionID)
 	}
-	saturated := func(e Entry) bool {
-		if req.MaxConcurrent == nil || e.ConnectionID == "" {
-			return false
-		}
-		limit := req.MaxConcurrent(e.ConnectionID)
-		return limit > 0 && inFlight(e) >= limit
-	}
-	var sum float64
-	for _, e := range avail {
-		sum += float64(e.Weight)
-	}
-	quantum := func(e Entry) float64 {
+	quantum := func(e *Entry) float64 {
 		if sum <= 0 {
-			return 1 / float64(len(avail)) // every weight 0: equal shares
+			return 1 / float64(n) // every weight 0: equal shares
 		}
 		return float64(e.Weight) / sum
 	}
@@ -64,37 +57,43 @@ func (q *QuotaShare) Order(req Request, entries []Entry) []Entry {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.deficits == nil {
-		q.deficits = map[string]map[string]float64{}
+		q.deficits = map[string]map[candKey]float64{}
 	}
 	d := q.deficits[req.ComboID]
 	if d == nil {
-		d = map[string]float64{}
+		d = map[candKey]float64{}
 		q.deficits[req.ComboID] = d
 	}
+	// cand refers to its entry by position; the sort moves these, not Entries.
 	type cand struct {
-		e    Entry
 		pos  int
 		d    float64
 		busy int
 	}
-	var open, full []cand
-	for i, e := range avail {
-		k := candidateKey(e)
-		v := d[k] + quantum(e)
-		v = min(max(v, -2), 2)
+	var openBuf, fullBuf [stackKeys]cand
+	open, full := keysIn(openBuf[:], n), fullBuf[:0]
+	for i := range entries {
+		e := &entries[i]
+		if !e.Available {
+			continue
+		}
+		k := candKey{e.ID, e.ConnectionID}
+		v := min(max(d[k]+quantum(e), -2), 2)
 		d[k] = v
-		c := cand{e: e, pos: i, d: v, busy: inFlight(e)}
-		if saturated(e) {
+		c := cand{pos: i, d: v, busy: inFlight(e)}
+		limit := 0
+		if req.MaxConcurrent != nil && e.ConnectionID != "" {
+			limit = req.MaxConcurrent(e.ConnectionID)
+		}
+		if limit > 0 && c.busy >= limit {
 			full = append(full, c)
 		} else {
 			open = append(open, c)
 		}
 	}
-	byDeficit := func(cs []cand) {
-		sort.SliceStable(cs, func(i, j int) bool { return cs[i].d > cs[j].d })
-	}
-	byDeficit(open)
-	byDeficit(full)
+	byDeficit := func(a, b cand) int { return cmp.Compare(b.d, a.d) }
+	slices.SortStableFunc(open, byDeficit)
+	slices.SortStableFunc(full, byDeficit)
 	pool := open
 	if len(pool) == 0 {
 		pool = full // everything saturated: still choose fairly
@@ -106,21 +105,22 @@ func (q *QuotaShare) Order(req Request, entries []Entry) []Entry {
 			chosen = 1
 		}
 	}
-	d[candidateKey(pool[chosen].e)] -= 1
+	ce := &entries[pool[chosen].pos]
+	d[candKey{ce.ID, ce.ConnectionID}] -= 1
 	out := make([]Entry, 0, len(entries))
-	out = append(out, pool[chosen].e)
+	out = append(out, *ce)
 	fromOpen := len(open) > 0
 	for i, c := range open {
 		if fromOpen && i == chosen {
 			continue
 		}
-		out = append(out, c.e)
+		out = append(out, entries[c.pos])
 	}
 	for i, c := range full {
 		if !fromOpen && i == chosen {
 			continue
 		}
-		out = append(out, c.e)
+		out = append(out, entries[c.pos])
 	}
 	return appendUnavailable(out, entries)
 }

@@ -80,7 +80,7 @@ func TestQuotaShareUnavailableAccruesNothing(t *testing.T) {
 	if !slices.Equal(got, []string{"c2", "c3", "c1"}) {
 		t.Fatalf("order = %v, want [c2 c3 c1]", got)
 	}
-	if _, ok := q.deficits["cb"]["e1@c1"]; ok {
+	if _, ok := q.deficits["cb"][candKey{"e1", "c1"}]; ok {
 		t.Fatal("an unavailable candidate accrued a deficit")
 	}
 }

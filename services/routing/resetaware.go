@@ -34,7 +34,8 @@ func (*ResetAware) Describe() string { return describe(NameResetAware) }
 func (r *ResetAware) Order(req Request, entries []Entry) []Entry {
 	counter := r.rot.next(req.ComboID)
 	cfg := &strategyConfig(req).ResetAware
-	ks := make([]scored, 0, len(entries))
+	var buf [stackKeys]scored
+	ks := keysIn(buf[:], len(entries))
 	for i := range entries {
 		if entries[i].Available {
 			ks = append(ks, scored{pos: i, score: ResetAwareScore(quotaOf(req, &entries[i]), req.Now, cfg)})

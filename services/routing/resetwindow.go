@@ -31,7 +31,8 @@ func (*ResetWindow) Describe() string { return describe(NameResetWindow) }
 func (r *ResetWindow) Order(req Request, entries []Entry) []Entry {
 	counter := r.rot.next(req.ComboID)
 	cfg := &strategyConfig(req).ResetWindow
-	ks := make([]scored, 0, len(entries))
+	var buf [stackKeys]scored
+	ks := keysIn(buf[:], len(entries))
 	for i := range entries {
 		if entries[i].Available {
 			ks = append(ks, scored{pos: i, score: ResetKey(quotaOf(req, &entries[i]), req.Now, cfg.Windows)})

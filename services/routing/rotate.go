@@ -130,7 +130,8 @@ func (*Random) Describe() string { return describe(NameRandom) }
 
 // Order shuffles.
 func (r *Random) Order(_ Request, entries []Entry) []Entry {
-	perm := positions(len(entries))
+	var buf [stackKeys]int
+	perm := positionsIn(buf[:], len(entries))
 	r.rng.mu.Lock()
 	for i := len(perm) - 1; i >= 1; i-- {
 		j := r.rng.r.IntN(i + 1)
@@ -163,13 +164,10 @@ func (s *StrictRandom) Order(req Request, entries []Entry) []Entry {
 	if len(entries) == 0 {
 		return []Entry{}
 	}
-	pos := make(map[string]int, len(entries))
-	for i, e := range entries {
-		pos[e.ID] = i
-	}
 	cs := s.state.combo(req.ComboID)
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
+	pos := cs.positions(entries)
 	if s.deckStale(cs, entries, pos) {
 		s.rebuild(cs, entries)
 	}
@@ -177,7 +175,8 @@ func (s *StrictRandom) Order(req Request, entries []Entry) []Entry {
 	cs.deck = cs.deck[1:]
 	cs.popped[c] = struct{}{}
 
-	perm := make([]int, 0, len(entries))
+	var buf [stackKeys]int
+	perm := keysIn(buf[:], len(entries))
 	perm = append(perm, pos[c])
 	for _, id := range cs.deck {
 		perm = append(perm, pos[id])
@@ -188,6 +187,24 @@ func (s *StrictRandom) Order(req Request, entries []Entry) []Entry {
 		}
 	}
 	return emit(entries, perm)
+}
+
+// positions maps each entry id to its position, rebuilt only when the
+// combo's entry ids changed since the last call. cs.mu is held.
+func (cs *comboState) positions(entries []Entry) map[string]int {
+	same := cs.pos != nil && len(cs.posIDs) == len(entries)
+	for i := 0; same && i < len(entries); i++ {
+		same = cs.posIDs[i] == entries[i].ID
+	}
+	if !same {
+		cs.pos = make(map[string]int, len(entries))
+		cs.posIDs = cs.posIDs[:0]
+		for i, e := range entries {
+			cs.pos[e.ID] = i
+			cs.posIDs = append(cs.posIDs, e.ID)
+		}
+	}
+	return cs.pos
 }
 
 // deckStale reports whether the combo's deck must be rebuilt.
@@ -248,7 +265,8 @@ func (l *LeastUsed) Order(req Request, entries []Entry) []Entry {
 		pos int
 		n   uint64
 	}
-	ks := make([]keyed, 0, len(entries))
+	var buf [stackKeys]keyed
+	ks := keysIn(buf[:], len(entries))
 	cs := l.state.combo(req.ComboID)
 	cs.mu.Lock()
 	if cs.used == nil {

@@ -149,6 +149,10 @@ type comboState struct {
 	deck   []string
 	cycle  map[string]struct{}
 	popped map[string]struct{}
+	// posIDs and pos index the entry ids of the last order (id → position),
+	// reused while the combo's entries are the same.
+	posIDs []string
+	pos    map[string]int
 
 	// Least-used (§10.8): dispatches started per entry id.
 	used map[string]uint64
