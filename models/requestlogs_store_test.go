@@ -5,11 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"gorm.io/gorm"
 
 	"switchyard/internal/testkit"
 	"switchyard/models"
@@ -507,4 +513,269 @@ func wantJSONString(ss []string) []string {
 	var out []string
 	_ = json.Unmarshal(b, &out)
 	return out
+}
+
+// variedEntry is entry i of a batch test: every column differs between
+// entries, some strings are longer than a page or hold NULs and quotes, and
+// the nullable columns alternate, so a value bound to the wrong parameter or
+// read from the wrong place shows.
+func variedEntry(i int) services.RequestLogEntry {
+	s := func(col string) string {
+		switch i % 5 {
+		case 1:
+			return fmt.Sprintf("%s-%d-'quoted'\x00nul", col, i)
+		case 3:
+			return fmt.Sprintf("%s-%d-", col, i) + strings.Repeat("é", 700+i) // over 1 KiB
+		default:
+			return fmt.Sprintf("%s-%d", col, i)
+		}
+	}
+	n := int64(i)
+	e := services.RequestLogEntry{
+		ID: fmt.Sprintf("r%05d", i), CreatedAt: logT0.Add(time.Duration(i) * time.Millisecond), ClientRequestID: s("client"),
+		APIKeyID: s("key"), APIKeyName: s("name"), APIKeyPrefix: s("prefix"), Method: s("method"), Endpoint: s("endpoint"),
+		InboundFormat: s("in"), Stream: i%2 == 0, StreamOutcome: s("so"), RequestedModel: s("req"), ResolvedKind: s("kind"),
+		ComboName: s("combo"), ComboPath: s("path"), Strategy: s("strategy"), Provider: s("provider"), Model: s("model"),
+		ConnectionID: s("conn"), UpstreamFormat: s("up"), Status: 100 + i, Outcome: s("outcome"), ErrorCode: s("error"),
+		Attempts: i % 4, PromptTokens: n * 3, CachedTokens: n * 5, CacheWriteTokens: n * 7, CompletionTokens: n * 11,
+		ReasoningTokens: n * 13, LatencyMs: n * 17, UpstreamLatencyMs: n * 19, AffinityHit: i%3 == 0, LeaseManaged: i%3 == 1,
+		EmergencyFallback: i%4 == 0, BodiesCaptured: i%4 != 0, AttemptLog: []services.AttemptRecord{}, Warnings: []string{},
+	}
+	if i%2 == 1 {
+		ttft := -n
+		e.TtftMs = &ttft
+	}
+	for a := range i % 3 {
+		e.AttemptLog = append(e.AttemptLog, services.AttemptRecord{Seq: a, TargetID: s("target"), Model: s("am"), UpstreamStatus: 500 + a, LatencyMs: n})
+		e.Warnings = append(e.Warnings, s("warning"))
+	}
+	if i%3 != 2 {
+		e.Bodies = &services.CapturedBodies{Response: &services.CapturedBody{Text: s("body"), Truncated: i%2 == 0}}
+	}
+	if i%7 == 0 {
+		e.Method = "" // stored as POST
+	}
+	return e
+}
+
+func variedEntries(from, n int) []services.RequestLogEntry {
+	out := make([]services.RequestLogEntry, n)
+	for i := range out {
+		out[i] = variedEntry(from + i)
+	}
+	return out
+}
+
+// checkStored fails unless every entry reads back as written.
+func checkStored(t *testing.T, s *models.RequestLogStore, entries []services.RequestLogEntry) {
+	t.Helper()
+	for _, want := range entries {
+		got, err := s.FindRequestLog(context.Background(), want.ID)
+		if err != nil {
+			t.Fatalf("find %s: %v", want.ID, err)
+		}
+		if want.Method == "" {
+			want.Method = "POST"
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s:\n got %+v\nwant %+v", want.ID, got, want)
+		}
+	}
+}
+
+func countLogs(t *testing.T, db *gorm.DB) int64 {
+	t.Helper()
+	var n int64
+	if err := db.Raw("SELECT count(*) FROM request_logs").Scan(&n).Error; err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Batches are written with prepared statements of 1, 2, 4, … 64 rows that
+// the connection keeps between batches; batches of any length, one after
+// another, put every value of every row in its place.
+func TestRequestLogBatchesOfEveryShape(t *testing.T) {
+	s := newLogStore(t)
+	var all []services.RequestLogEntry
+	for _, n := range []int{1, 3, 64, 2, 65, 127, 128, 7, 256, 300, 1, 100} {
+		batch := variedEntries(len(all), n)
+		writeLogs(t, s, batch...)
+		all = append(all, batch...)
+	}
+	checkStored(t, s, all)
+}
+
+// A batch that fails part way stores none of its rows, leaves no transaction
+// open, and the statements it used work for the next batch. The trigger is
+// also a schema change, which SQLite answers by re-preparing the kept
+// statements.
+func TestRequestLogFailedBatchRollsBack(t *testing.T) {
+	db := testkit.OpenDB(t)
+	s := models.NewRequestLogStore(db)
+	first := variedEntries(0, 100) // 64 + 32 + 4 rows
+	writeLogs(t, s, first...)
+	if err := db.Exec(`CREATE TRIGGER request_logs_boom BEFORE INSERT ON request_logs WHEN NEW.id = 'boom'
+		BEGIN SELECT RAISE(ABORT, 'boom'); END`).Error; err != nil {
+		t.Fatal(err)
+	}
+	second := variedEntries(100, 100)
+	second[80].ID = "boom" // in the second statement, after 64 rows went in
+	if err := s.WriteRequestLogs(context.Background(), second); err == nil || !strings.Contains(err.Error(), "boom") {
+		t.Fatalf("write through the failing trigger = %v, want the trigger's error", err)
+	}
+	if n := countLogs(t, db); n != 100 {
+		t.Fatalf("%d rows after the failed batch, want the first batch's 100", n)
+	}
+	if err := db.Exec("DROP TRIGGER request_logs_boom").Error; err != nil {
+		t.Fatal(err)
+	}
+	writeLogs(t, s, second...)
+	writeLogs(t, s, variedEntries(200, 3)...)
+	if n := countLogs(t, db); n != 203 {
+		t.Fatalf("%d rows, want 203", n)
+	}
+	checkStored(t, s, append(first, second...))
+}
+
+// The statements kept on a connection are finalized when it closes, so the
+// database closes as it would without them: the last connection checkpoints
+// and removes the WAL, which a connection left open by an unfinalized
+// statement would keep. That holds for a pool that replaces its connection
+// between batches too.
+func TestRequestLogStoreClosesCleanly(t *testing.T) {
+	for _, replace := range []bool{false, true} {
+		t.Run(fmt.Sprintf("replace=%v", replace), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "switchyard.db")
+			db, err := models.Open(context.Background(), path, time.Now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if replace {
+				sqlDB, err := db.DB()
+				if err != nil {
+					t.Fatal(err)
+				}
+				sqlDB.SetMaxIdleConns(0) // every connection closes when released
+			}
+			s := models.NewRequestLogStore(db)
+			var all []services.RequestLogEntry
+			for _, n := range []int{100, 5, 64} {
+				batch := variedEntries(len(all), n)
+				writeLogs(t, s, batch...)
+				all = append(all, batch...)
+			}
+			if err := models.Close(db); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(path + "-wal"); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("WAL after close: %v", err)
+			}
+			db = testkit.OpenDBAt(t, path, time.Now)
+			checkStored(t, models.NewRequestLogStore(db), all)
+		})
+	}
+}
+
+// A batch of large bodies goes through, and so do the small batches after it.
+func TestRequestLogLargeBodies(t *testing.T) {
+	s := newLogStore(t)
+	big := variedEntries(0, 3)
+	for i := range big {
+		big[i].Bodies = &services.CapturedBodies{Request: &services.CapturedBody{Text: strings.Repeat(string(rune('a'+i)), 3<<20)}}
+	}
+	writeLogs(t, s, big...)
+	small := variedEntries(3, 10)
+	writeLogs(t, s, small...)
+	checkStored(t, s, append(big, small...))
+}
+
+// The JSON columns hold exactly what encoding/json makes of the values (the
+// store encodes them itself). Every field of AttemptRecord and CapturedBody is
+// set, so a field added there and not to the store's encoder fails here.
+func TestRequestLogJSONColumnsMatchEncodingJSON(t *testing.T) {
+	db := testkit.OpenDB(t)
+	s := models.NewRequestLogStore(db)
+	odd := []string{
+		"", "plain", `"quoted" \ back\slash /`, "<b>&amp;</b>", "\x00\x01\x07\x1f\x7f", "\b\f\n\r\t", "\u2028 \u2029",
+		"bad \xff\xfe utf-8", "cut rune \xe2\x82", "\xed\xa0\x80 surrogate", "snow ☃ 雪 🎉", "\ufffd", strings.Repeat(`x"<`, 1000),
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	const alphabet = "aZ09 \"\\/<>&'\x00\x1f\x7f\n\t\xc3\xa9\xe2\x80\xa8\xff\xf0\x9f\x8e\x89"
+	for range 200 {
+		b := make([]byte, rng.IntN(24))
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		odd = append(odd, string(b))
+	}
+	fill := func(v reflect.Value, s string, n int) {
+		for i := range v.NumField() {
+			switch f := v.Field(i); f.Kind() {
+			case reflect.String:
+				f.SetString(s + v.Type().Field(i).Name)
+			case reflect.Int, reflect.Int64:
+				f.SetInt(int64(n*31 + i - 40))
+			case reflect.Bool:
+				f.SetBool((n+i)%2 == 0)
+			default:
+				t.Fatalf("%s.%s: no test value for %s", v.Type(), v.Type().Field(i).Name, f.Kind())
+			}
+		}
+	}
+	var batch []services.RequestLogEntry
+	for i, str := range odd {
+		e := services.RequestLogEntry{ID: fmt.Sprintf("j%03d", i), CreatedAt: logT0, Endpoint: "/v1/chat/completions",
+			Warnings: []string{str, str + "2"}}
+		for a := range i % 3 {
+			var rec services.AttemptRecord
+			fill(reflect.ValueOf(&rec).Elem(), str, i+a)
+			e.AttemptLog = append(e.AttemptLog, rec)
+		}
+		if i%4 != 3 {
+			e.Bodies = &services.CapturedBodies{}
+			bodies := []**services.CapturedBody{&e.Bodies.Request, &e.Bodies.UpstreamRequest, &e.Bodies.Response}
+			for k, p := range bodies {
+				if (i+k)%3 != 0 {
+					*p = &services.CapturedBody{}
+					fill(reflect.ValueOf(*p).Elem(), str, i+k)
+				}
+			}
+		}
+		batch = append(batch, e)
+	}
+	writeLogs(t, s, batch...)
+	for _, e := range batch {
+		var got struct {
+			AttemptLog string
+			Warnings   string
+			Bodies     *string
+		}
+		if err := db.Raw("SELECT attempt_log, warnings, bodies FROM request_logs WHERE id = ?", e.ID).Scan(&got).Error; err != nil {
+			t.Fatal(err)
+		}
+		attempts := e.AttemptLog
+		if attempts == nil {
+			attempts = []services.AttemptRecord{}
+		}
+		for _, c := range []struct {
+			col string
+			got *string
+			v   any
+		}{{"attempt_log", &got.AttemptLog, attempts}, {"warnings", &got.Warnings, e.Warnings}, {"bodies", got.Bodies, e.Bodies}} {
+			want, err := json.Marshal(c.v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.got == nil {
+				if e.Bodies != nil {
+					t.Errorf("%s %s is NULL, want %s", e.ID, c.col, want)
+				}
+				continue
+			}
+			if *c.got != string(want) {
+				t.Errorf("%s %s:\n got %q\nwant %q", e.ID, c.col, *c.got, want)
+			}
+		}
+	}
 }
