@@ -166,53 +166,79 @@ func (h *V1) Embeddings(c echo.Context) error { return h.serve(c, embeddingsSpec
 
 // serve runs the order of processing of 10-gateway-api §2. Requests refused
 // before routing are logged too.
+//
+// Its frame stays small on purpose: a streaming request's goroutine waits
+// below it for the whole stream, and every frame between net/http and the
+// upstream read counts towards the goroutine's stack (16 KiB instead of
+// 32 KiB per open stream). The checks with their large locals run in
+// prepare, whose frame is gone by the time Serve runs.
 func (h *V1) serve(c echo.Context, spec inferenceSpec) error {
 	received := h.Clock.Now()
 	c.Response().Header().Set("X-Switchyard-Request-Id", RequestID(c))
 	if spec.inbound == gateway.InboundMessages {
 		c.Response().Header().Set("request-id", RequestID(c))
 	}
+	req, release, err := h.prepare(c, spec, received)
+	if err != nil {
+		return err
+	}
+	defer release()
+	h.Gateway.Serve(c.Response(), c.Request(), req)
+	return nil
+}
+
+// prepare authenticates, admits, reads, parses and resolves the request and
+// returns it with the release of the key's concurrency slot. A refused
+// request is logged here.
+//
+//go:noinline
+func (h *V1) prepare(c echo.Context, spec inferenceSpec, received time.Time) (*gateway.Request, func(), error) {
 	var key services.APIKey
 	model, stream := "", false
-	err := h.inference(c, spec, received, &key, &model, &stream)
+	req, release, err := h.inference(c, spec, received, &key, &model, &stream)
 	if err != nil {
 		var gerr *services.GatewayError
 		if errors.As(err, &gerr) {
 			c.Response().Header().Set("X-Switchyard-Error-Code", gerr.Code)
 			h.Gateway.LogRejected(RequestID(c), clientRequestID(c.Request()), key, spec.endpoint, model, stream, received, gerr)
 		}
+		return nil, nil, err
 	}
-	return err
+	return req, release, nil
 }
 
-func (h *V1) inference(c echo.Context, spec inferenceSpec, received time.Time, key *services.APIKey, model *string, stream *bool) error {
+func (h *V1) inference(c echo.Context, spec inferenceSpec, received time.Time, key *services.APIKey, model *string, stream *bool) (_ *gateway.Request, _ func(), err error) {
 	k, err := h.authenticate(c)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	*key = k
 	release, err := h.admit(k)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer release()
+	defer func() {
+		if err != nil {
+			release()
+		}
+	}()
 	h.Keys.Touch(c.Request().Context(), k)
 	body, err := h.readBody(c)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	top, m, st, gerr := spec.parse(body, h.Limits())
 	if gerr != nil {
-		return gerr
+		return nil, nil, gerr
 	}
 	*model, *stream = m, st
 	route, gerr := gateway.Resolve(h.Gateway.Registry().Snapshot(), k, m)
 	if gerr != nil {
-		return gerr
+		return nil, nil, gerr
 	}
 	leaseConn, leaseOwner, leaseGen, err := h.leaseContext(c, k, route)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	req := &gateway.Request{ID: RequestID(c), ClientRequestID: clientRequestID(c.Request()), Key: k, Endpoint: spec.endpoint,
 		Body: top, Model: m, Stream: st, Route: route, Received: received, Header: c.Request().Header, LeaseConnID: leaseConn, LeaseOwner: leaseOwner, LeaseGen: leaseGen,
@@ -230,8 +256,7 @@ func (h *V1) inference(c echo.Context, spec inferenceSpec, received time.Time, k
 	if key, _, ok := affinity.SessionKey(c.Request().Header, top); ok {
 		req.SessionKey = key
 	}
-	h.Gateway.Serve(c.Response(), c.Request(), req)
-	return nil
+	return req, release, nil
 }
 
 // leaseContext applies the lease rules of an inference request (20-resilience
