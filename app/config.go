@@ -25,6 +25,9 @@ type Config struct {
 	AdminPassword    string // SWITCHYARD_ADMIN_PASSWORD (first password only)
 	PrivateUpstreams string // --allow-private-upstreams / SWITCHYARD_PRIVATE_UPSTREAMS
 	LogRetentionDays int    // SWITCHYARD_LOG_RETENTION_DAYS
+	// PprofAddr is SWITCHYARD_PPROF_ADDR: a loopback host:port where Run
+	// serves net/http/pprof for profiling a running gateway; empty = off.
+	PprofAddr string
 	// Getenv is the environment the settings documents read their env
 	// overrides from (nil = none).
 	Getenv func(string) string
@@ -58,6 +61,7 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 	cfg.Getenv = getenv
 	cfg.SecretKey = getenv("SWITCHYARD_SECRET_KEY")
 	cfg.AdminPassword = getenv("SWITCHYARD_ADMIN_PASSWORD")
+	cfg.PprofAddr = getenv("SWITCHYARD_PPROF_ADDR")
 	var problems []error
 	cfg.LogRetentionDays = 7
 	if v := getenv("SWITCHYARD_LOG_RETENTION_DAYS"); v != "" {
@@ -97,6 +101,13 @@ func (c *Config) validate() error {
 			problems = append(problems, errors.New("SWITCHYARD_ADMIN_PASSWORD: "+services.MsgPasswordShort))
 		} else if n > services.PasswordMaxLen {
 			problems = append(problems, errors.New("SWITCHYARD_ADMIN_PASSWORD: "+services.MsgPasswordLong))
+		}
+	}
+	if c.PprofAddr != "" {
+		host, port, err := net.SplitHostPort(c.PprofAddr)
+		ip := net.ParseIP(host)
+		if _, perr := strconv.Atoi(port); err != nil || perr != nil || !(host == "localhost" || (ip != nil && ip.IsLoopback())) {
+			problems = append(problems, errors.New("SWITCHYARD_PPROF_ADDR: use a loopback host:port such as 127.0.0.1:6060 (profiles reveal internals; never expose them)"))
 		}
 	}
 	g, err := services.ParseEgressAllowlist(c.PrivateUpstreams)

@@ -30,13 +30,27 @@ func TestLoadConfigFlagsOverrideEnv(t *testing.T) {
 
 func TestLoadConfigReportsEveryProblem(t *testing.T) {
 	_, err := LoadConfig([]string{"--addr", "nonsense", "--data-dir", " ", "--allow-private-upstreams", "bad entry"}, env(map[string]string{
-		"SWITCHYARD_SECRET_KEY": "short", "SWITCHYARD_ADMIN_PASSWORD": "tiny", "SWITCHYARD_LOG_RETENTION_DAYS": "x"}))
+		"SWITCHYARD_SECRET_KEY": "short", "SWITCHYARD_ADMIN_PASSWORD": "tiny", "SWITCHYARD_LOG_RETENTION_DAYS": "x",
+		"SWITCHYARD_PPROF_ADDR": "0.0.0.0:6060"}))
 	if err == nil {
 		t.Fatal("want error")
 	}
-	for _, want := range []string{"--addr", "--data-dir", "SWITCHYARD_SECRET_KEY", "SWITCHYARD_ADMIN_PASSWORD", "--allow-private-upstreams", "SWITCHYARD_LOG_RETENTION_DAYS"} {
+	for _, want := range []string{"--addr", "--data-dir", "SWITCHYARD_SECRET_KEY", "SWITCHYARD_ADMIN_PASSWORD", "--allow-private-upstreams", "SWITCHYARD_LOG_RETENTION_DAYS", "SWITCHYARD_PPROF_ADDR"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %s: %v", want, err)
+		}
+	}
+}
+
+func TestLoadConfigPprofAddrLoopbackOnly(t *testing.T) {
+	for addr, ok := range map[string]bool{"127.0.0.1:6060": true, "localhost:6060": true, "[::1]:0": true,
+		"0.0.0.0:6060": false, ":6060": false, "10.0.0.1:6060": false, "127.0.0.1": false} {
+		cfg, err := LoadConfig(nil, env(map[string]string{"SWITCHYARD_PPROF_ADDR": addr}))
+		if ok && (err != nil || cfg.PprofAddr != addr) {
+			t.Errorf("%q: %v (PprofAddr %q)", addr, err, cfg.PprofAddr)
+		}
+		if !ok && err == nil {
+			t.Errorf("%q accepted", addr)
 		}
 	}
 }

@@ -70,6 +70,14 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		// No WriteTimeout: streams use per-write deadlines instead.
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	if cfg.PprofAddr != "" {
+		stopPprof, err := startPprof(cfg.PprofAddr, log)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer stopPprof()
+	}
 	fmt.Fprintf(stdout, "listening on http://%s:%d\n", host, addr.Port)
 	if cfg.Demo {
 		srv.PrintDemo(stdout, fmt.Sprintf("http://%s:%d", host, addr.Port))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -89,5 +90,40 @@ func TestSecretKeyFileCreatedAndWrongKeyFailsClosed(t *testing.T) {
 	_, err = app.Build(context.Background(), cfg, app.Options{Argon2: &testkit.CheapArgon2})
 	if !errors.Is(err, services.ErrWrongSecretKey) {
 		t.Fatalf("wrong key: err = %v", err)
+	}
+}
+
+// SWITCHYARD_PPROF_ADDR serves net/http/pprof on its own loopback listener;
+// the product's listener never does.
+func TestRunServesPprofOnlyWhereAsked(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	r := testkit.StartApp(t, nil, map[string]string{"SWITCHYARD_PPROF_ADDR": addr})
+	resp, err := http.Get("http://" + addr + "/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "goroutine profile") {
+		t.Fatalf("pprof: %d %.200s", resp.StatusCode, body)
+	}
+	resp, err = http.Get(r.BaseURL + "/debug/pprof/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode == 200 {
+		t.Fatal("the product listener serves pprof")
+	}
+	if err := r.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := http.Get("http://" + addr + "/debug/pprof/"); err == nil {
+		t.Fatal("pprof still answers after shutdown")
 	}
 }
