@@ -512,8 +512,8 @@ type logConn struct {
 // as soon as its last block is freed, so SQLite's short-lived scratch space
 // for splitting B-tree pages (12-24 KiB) and for multi-row statements'
 // in-memory statement journals (64 KiB chunks) cost an mmap, page faults and
-// an munmap per use: a third of the CPU of a batch (BenchmarkWriteRequestLogs,
-// profile). One held block per class keeps its page, for every statement on
+// an munmap per use: a quarter to a third of the CPU of a batch
+// (BenchmarkWriteRequestLogs profiles). One held block per class keeps its page, for every statement on
 // any connection.
 var allocatorPins = [...]int{12 << 10, 24 << 10, 96 << 10}
 
@@ -533,8 +533,14 @@ func logConnFor(dc any) (*logConn, error) {
 	logConns.Lock()
 	lc := logConns.m[db]
 	logConns.Unlock()
-	if lc != nil {
+	if lc != nil && lc.tls == tls {
 		return lc, nil
+	}
+	if lc != nil {
+		// Left by a closed connection whose close hook did not run (another
+		// trace hook replaced it). Its statements, if any, keep it a zombie
+		// until they are finalized, which any thread state can do.
+		lc.free(tls)
 	}
 	lc = &logConn{tls: tls, db: db}
 	// The only trace hook on the connection: the driver sets one only with
@@ -582,17 +588,23 @@ func closeLogConn(tls *libc.TLS, _ uint32, key, _, _ uintptr) int32 {
 	delete(logConns.m, key)
 	logConns.Unlock()
 	if lc != nil {
-		for j, p := range lc.stmts {
-			sqlite3.Xsqlite3_finalize(tls, p) // a no-op on 0
-			lc.stmts[j] = 0
-		}
-		libc.Xfree(tls, lc.arena)
-		lc.arena, lc.arenaCap = 0, 0
-		for _, p := range lc.pins {
-			libc.Xfree(tls, p)
-		}
+		lc.free(tls)
 	}
 	return 0
+}
+
+// free finalizes lc's statements and frees its C memory, with tls.
+func (lc *logConn) free(tls *libc.TLS) {
+	for j, p := range lc.stmts {
+		sqlite3.Xsqlite3_finalize(tls, p) // a no-op on 0
+		lc.stmts[j] = 0
+	}
+	libc.Xfree(tls, lc.arena)
+	lc.arena, lc.arenaCap = 0, 0
+	for i, p := range lc.pins {
+		libc.Xfree(tls, p)
+		lc.pins[i] = 0
+	}
 }
 
 // inTransaction reports whether the connection has a transaction open.
