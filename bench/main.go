@@ -191,9 +191,6 @@ func parseFlags(args []string) (*config, error) {
 	if c.pin != "auto" && c.pin != "off" {
 		return nil, fmt.Errorf("-pin: want auto or off")
 	}
-	if c.profileDir != "" && c.topology == "procs" {
-		c.topology = "inproc" // profiles are taken of this process
-	}
 	if c.topology == "procs" || slices.Contains(c.scenarios, "micro") {
 		out, err := exec.Command("go", "env", "GOMOD").Output()
 		gomod := strings.TrimSpace(string(out))
@@ -344,7 +341,7 @@ func run(cfg *config) (*report, error) {
 	if ctx.Err() != nil {
 		rep.warn("run stopped early: %v", ctx.Err())
 	}
-	if cfg.profileDir != "" {
+	if cfg.profileDir != "" && !topo.procs {
 		if f, err := os.Create(filepath.Join(cfg.profileDir, "allocs.pprof")); err == nil {
 			pprof.Lookup("allocs").WriteTo(f, 0)
 			f.Close()

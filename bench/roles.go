@@ -70,8 +70,14 @@ func newFake(events int, gap, latency time.Duration) *fakeupstream.Server {
 func roleBare(args []string) error {
 	fs := flag.NewFlagSet("bareproxy", flag.ContinueOnError)
 	target := fs.String("target", "", "upstream base URL")
+	pprofAddr := fs.String("pprof-addr", "", "serve net/http/pprof on this loopback address")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *pprofAddr != "" {
+		if err := servePprof(*pprofAddr); err != nil {
+			return err
+		}
 	}
 	h, _, err := newBareProxy(*target)
 	if err != nil {

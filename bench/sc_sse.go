@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"os"
 	"runtime"
-	"runtime/pprof"
 	"strconv"
 	"sync"
 	"time"
@@ -55,14 +54,14 @@ func runSSE(ctx context.Context, cfg *config, t *topology, rep *report) error {
 			mu.Lock()
 			local = local[:0]
 			mu.Unlock()
-			profiling := prof != nil && n == "gateway"
-			if profiling {
-				pprof.StartCPUProfile(prof)
+			var waitProf func()
+			if n == "gateway" {
+				waitProf = t.cpuProfile(ctx, n, prof, cfg.sseDuration)
+				prof = nil
 			}
 			run := closedLoop(ctx, t.pidOf(n), cfg.sseConcurrency, cfg.sseDuration, op)
-			if profiling {
-				pprof.StopCPUProfile()
-				prof = nil
+			if waitProf != nil {
+				waitProf()
 			}
 			cl.CloseIdleConnections()
 			runs[n] = append(runs[n], run)
@@ -156,7 +155,7 @@ type idleDelta struct {
 // memory, then closes them all.
 //
 // measure reads the memory figures (readMem in process).
-func openIdle(ctx context.Context, cfg *config, p *path, n int, measure func() memNow) (idleDelta, error) {
+func openIdle(ctx context.Context, cfg *config, t *topology, p *path, n int, measure func() memNow) (idleDelta, error) {
 	cl := newClient(n)
 	cl.Transport.(*http.Transport).MaxConnsPerHost = 0
 	body := chatBody(p.model(modelIdle), true, "idle")
@@ -196,12 +195,10 @@ func openIdle(ctx context.Context, cfg *config, p *path, n int, measure func() m
 	sleepCtx(ctx, cfg.idleSettle)
 	after := measure()
 	if f, _ := profileFile(cfg, "heap-idle-"+p.name+".pprof"); f != nil {
-		pprof.Lookup("heap").WriteTo(f, 0)
-		f.Close()
+		t.dumpProfile(ctx, p.name, "heap", 0, f)
 	}
 	if f, _ := profileFile(cfg, "goroutines-idle-"+p.name+".txt"); f != nil {
-		pprof.Lookup("goroutine").WriteTo(f, 1)
-		f.Close()
+		t.dumpProfile(ctx, p.name, "goroutine", 1, f)
 	}
 	mu.Lock()
 	nf := len(failures)
@@ -238,7 +235,7 @@ func runIdle(ctx context.Context, cfg *config, t *topology, rep *report) error {
 	res := map[string]idleDelta{}
 	t.baselineTransport.CloseIdleConnections()
 	for _, n := range []string{"direct", "baseline", "gateway"} {
-		d, err := openIdle(ctx, cfg, ps[n], cfg.idleStreams, readMem)
+		d, err := openIdle(ctx, cfg, t, ps[n], cfg.idleStreams, readMem)
 		if err != nil {
 			rep.warn("idle %s: %v", n, err)
 		}
@@ -305,7 +302,7 @@ func runIdleProcs(ctx context.Context, cfg *config, t *topology, rep *report) er
 		left.Wait()
 		cl.CloseIdleConnections()
 		sleepCtx(ctx, cfg.idleSettle)
-		d, err := openIdle(ctx, cfg, p, cfg.idleStreams, func() memNow { return t.procMem(ctx, n) })
+		d, err := openIdle(ctx, cfg, t, p, cfg.idleStreams, func() memNow { return t.procMem(ctx, n) })
 		if err != nil {
 			rep.warn("idle %s: %v", n, err)
 		}

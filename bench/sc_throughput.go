@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -138,15 +137,10 @@ func runThroughput(ctx context.Context, cfg *config, t *topology, rep *report) e
 			}
 			// Warm the connections.
 			closedLoop(ctx, t.pidOf(n), cfg.concurrency, 200*time.Millisecond, op)
-			prof := profs[n]
-			if prof != nil {
-				pprof.StartCPUProfile(prof)
-			}
+			waitProf := t.cpuProfile(ctx, n, profs[n], cfg.duration)
 			run := closedLoop(ctx, t.pidOf(n), cfg.concurrency, cfg.duration, op)
-			if prof != nil {
-				pprof.StopCPUProfile()
-				delete(profs, n) // one run per path is enough for a profile
-			}
+			waitProf()
+			delete(profs, n) // one run per path is enough for a profile
 			cl.CloseIdleConnections()
 			runs[n] = append(runs[n], run)
 			if run.failed > 0 {

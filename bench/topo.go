@@ -62,7 +62,10 @@ type topology struct {
 	// procs
 	fake, bare, gw *child
 	gatewayBin     string
-	pinned         bool // proxies currently on CPU 0 with GOMAXPROCS=1
+	pinned         bool   // proxies currently on CPU 0 with GOMAXPROCS=1
+	gwPprof        string // -profile-dir: the gateway's SWITCHYARD_PPROF_ADDR
+	barePprof      string // -profile-dir: the bare proxy's -pprof-addr
+	profiling      bool
 }
 
 // loopbackListen refuses anything but a loopback address.
@@ -177,7 +180,7 @@ func (t *topology) startGateway(ctx context.Context, cfg *config) error {
 // binary built with go build on a data dir seeded in process first (and
 // closed before the binary opens it).
 func startProcs(ctx context.Context, cfg *config) (_ *topology, err error) {
-	t := &topology{procs: true}
+	t := &topology{procs: true, profiling: cfg.profileDir != ""}
 	defer func() {
 		if err != nil {
 			t.close()
@@ -247,12 +250,23 @@ func (t *topology) startProxies(ctx context.Context, pinned bool) error {
 		env = append(env, "GOMAXPROCS=1")
 	}
 	var err error
-	if t.bare, err = spawn(ctx, t.workDir, "bareproxy", env, readyPrefix, mustExecutable(), "bareproxy", "-target", t.directURL); err != nil {
-		return err
-	}
+	bareArgs := []string{mustExecutable(), "bareproxy", "-target", t.directURL}
 	genv := env
 	for k, v := range t.gatewayEnv() {
 		genv = append(genv, k+"="+v)
+	}
+	if t.profiling {
+		if t.gwPprof, err = freeLoopbackAddr(); err != nil {
+			return err
+		}
+		if t.barePprof, err = freeLoopbackAddr(); err != nil {
+			return err
+		}
+		genv = append(genv, "SWITCHYARD_PPROF_ADDR="+t.gwPprof)
+		bareArgs = append(bareArgs, "-pprof-addr", t.barePprof)
+	}
+	if t.bare, err = spawn(ctx, t.workDir, "bareproxy", env, readyPrefix, bareArgs...); err != nil {
+		return err
 	}
 	if t.gw, err = spawn(ctx, t.workDir, "gateway", genv, readyPrefix, t.gatewayBin, "--addr", "127.0.0.1:0"); err != nil {
 		return err
