@@ -776,32 +776,8 @@ func (g *Gateway) walkTarget(ctx context.Context, out *clientWriter, s *Snapshot
 			}
 			continue
 		}
-		f := failureOf(res, t, conn, req.ToolCount, g.clock.Now())
-		outc := g.res.Failure(ctx, adm, refOf(conn), f, func() []resilience.ConnRef { return g.siblings(s, t.provider.ID) })
-		st.log.noteOutcome(outc)
-		if outc.Detail == resilience.DetailToolLimit {
-			g.tools.Learn(ctx, t.provider.ID, t.model, outc.ToolLimit, req.ToolCount)
-		}
-		g.obs.Failure(t.provider.ID, string(outc.Reason))
-		st.last, st.lastRes = &outc, res
-		st.failedProv[t.provider.ID] = true
-		st.excluded[conn.ID] = true
-		st.noteConnFailure(conn.ID, outc.Reason)
-		if recordable(outc.Reason) {
-			g.stats.Record(t.provider.ID, t.model, conn.ID, false, 0)
-		}
+		outc := g.recordFailure(ctx, s, t, conn, req, st, adm, res)
 		lastReason = outc.Reason
-		if outc.Reason != resilience.ReasonLocalLimit {
-			st.onlyLocal = false
-			// The session leaves this connection: drop its pin (re-pinned on success).
-			if pin := g.pinID(req, t.provider.ID); pin != "" {
-				if id, ok := g.traffic.Pins.Lookup(pin); ok && id == conn.ID {
-					_ = g.traffic.Pins.Drop(context.WithoutCancel(ctx), pin)
-				}
-			}
-		} else {
-			st.localErr = res.localErr
-		}
 		if out.committedUseful() || res.postCommit {
 			// Nothing is replayed after the first useful byte: end in band.
 			e := g.answerFor(req, st)
@@ -811,13 +787,47 @@ func (g *Gateway) walkTarget(ctx context.Context, out *clientWriter, s *Snapshot
 		}
 		switch outc.Failover {
 		case resilience.FailoverStop:
-			g.relayCallerError(out, st, res, outc)
+			g.relayCallerError(out, st, res, *outc)
 			return true, lastReason, true
 		case resilience.FailoverNextModel:
 			st.skipModel[t.model] = true
 			return true, lastReason, false
 		}
 	}
+}
+
+// recordFailure classifies a failed attempt and records it everywhere: the
+// resilience state, the log, tool limits, metrics, the attempt state and
+// the session pin. A method of its own so that its locals (the Failure
+// among them) are not part of walkTarget's frame, which a streaming
+// request keeps on its stack for the whole stream.
+func (g *Gateway) recordFailure(ctx context.Context, s *Snapshot, t target, conn *services.Connection, req *Request, st *attemptState, adm resilience.Admission, res result) *resilience.Outcome {
+	f := failureOf(res, t, conn, req.ToolCount, g.clock.Now())
+	outc := g.res.Failure(ctx, adm, refOf(conn), f, func() []resilience.ConnRef { return g.siblings(s, t.provider.ID) })
+	st.log.noteOutcome(outc)
+	if outc.Detail == resilience.DetailToolLimit {
+		g.tools.Learn(ctx, t.provider.ID, t.model, outc.ToolLimit, req.ToolCount)
+	}
+	g.obs.Failure(t.provider.ID, string(outc.Reason))
+	st.last, st.lastRes = &outc, res
+	st.failedProv[t.provider.ID] = true
+	st.excluded[conn.ID] = true
+	st.noteConnFailure(conn.ID, outc.Reason)
+	if recordable(outc.Reason) {
+		g.stats.Record(t.provider.ID, t.model, conn.ID, false, 0)
+	}
+	if outc.Reason != resilience.ReasonLocalLimit {
+		st.onlyLocal = false
+		// The session leaves this connection: drop its pin (re-pinned on success).
+		if pin := g.pinID(req, t.provider.ID); pin != "" {
+			if id, ok := g.traffic.Pins.Lookup(pin); ok && id == conn.ID {
+				_ = g.traffic.Pins.Drop(context.WithoutCancel(ctx), pin)
+			}
+		}
+	} else {
+		st.localErr = res.localErr
+	}
+	return &outc
 }
 
 func refOf(c *services.Connection) resilience.ConnRef {
