@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -286,6 +287,12 @@ func (t *topology) startProxies(ctx context.Context, pinned bool) error {
 		if err := setAffinity(pid, rest); err != nil {
 			return fmt.Errorf("pin upstream and load generator: %w", err)
 		}
+	}
+	// The load generator on one CPU runs best with one P.
+	if pinned {
+		runtime.GOMAXPROCS(1)
+	} else {
+		runtime.GOMAXPROCS(runtime.NumCPU())
 	}
 	return nil
 }
