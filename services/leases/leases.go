@@ -11,7 +11,9 @@
 // lease error, never a 500.
 //
 // Leases keeps a memory mirror of the active rows, refreshed on every write,
-// for the request path (fence checks, routing's HeldByOthers).
+// for the request path (fence checks, routing's HeldByOthers), and publishes
+// its by-connection half as an immutable View that readers load without a
+// lock (routing's per-pick lease filter).
 //
 // The package imports the standard library and switchyard/services only; it
 // must not import models, handlers, app or any ORM or HTTP framework.
@@ -27,6 +29,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"switchyard/services"
@@ -92,6 +95,29 @@ var invalidationReasons = []string{ReasonConnectionIneligible, ReasonHealthOrCoo
 
 // transitionReasons are the reasons a binding may be moved for.
 var transitionReasons = []string{ReasonHealthOrCooldown, ReasonModelIneligible, ReasonQuotaUnavailable}
+
+// Holder is a lease as routing reads it from a View: the key holding the
+// connection and when the lease ends.
+type Holder struct {
+	KeyID     string
+	ExpiresAt time.Time
+}
+
+// Live reports whether the lease is unexpired at now, an instant of
+// Leases.Now: Lease.Live of the active row it mirrors.
+func (h Holder) Live(now time.Time) bool { return now.Before(h.ExpiresAt) }
+
+// View is an immutable snapshot of the mirror's active leases by connection
+// id. Rows past their expiry but not yet swept are in it: readers judge
+// liveness with Holder.Live at Leases.Now, as HeldByOthers does. Every
+// change of the mirror publishes a new View with a higher Version, so a
+// reader that keeps what it derived from one View knows it is current
+// while Leases.View still returns that View (pointer or Version equal) and
+// Leases.Now has not reached the ExpiresAt of a lease it counted as live.
+type View struct {
+	Version uint64
+	ByConn  map[string]Holder // read-only
+}
 
 // Lease is one exclusive_leases row. Reused and TTL are not stored: they
 // describe the acquire or renew that returned the lease.
@@ -753,6 +779,8 @@ func (t *memTx) Update(l Lease) error {
 // Lock order: wmu, then mu. wmu serialises this process's writes together
 // with the mirror refresh that follows each, so the mirror never goes back
 // to an older snapshot; mu guards the mirror maps and is never held across I/O.
+// view is byConn as a View, republished under mu with every change of
+// byConn (refresh and wrote, the only writers of the mirror).
 type Leases struct {
 	store Store
 	clock services.Clock
@@ -761,14 +789,53 @@ type Leases struct {
 	mu      sync.RWMutex
 	byConn  map[string]Lease
 	byOwner map[string]Lease
+	view    atomic.Pointer[View]
 }
 
 // New builds the service with an empty mirror; call Load at start.
 func New(store Store, clock services.Clock) *Leases {
-	return &Leases{store: store, clock: clock, byConn: map[string]Lease{}, byOwner: map[string]Lease{}}
+	s := &Leases{store: store, clock: clock, byConn: map[string]Lease{}, byOwner: map[string]Lease{}}
+	s.view.Store(&View{Version: 1, ByConn: map[string]Holder{}})
+	return s
 }
 
 func (s *Leases) now() time.Time { return s.clock.Now().UTC().Truncate(time.Millisecond) }
+
+// Now is the instant lease liveness is judged at (the service's clock, in
+// UTC, truncated to the millisecond): pass it to Holder.Live.
+func (s *Leases) Now() time.Time { return s.now() }
+
+// View returns the current snapshot of active leases by connection, without
+// a lock or an allocation. Never nil; callers must not modify it.
+func (s *Leases) View() *View { return s.view.Load() }
+
+// Version is View().Version: it grows with every change of the mirror's
+// active leases (grant, renew, release, transition, invalidation, load,
+// expiry sweep).
+func (s *Leases) Version() uint64 { return s.view.Load().Version }
+
+// publish republishes byConn as a View when it differs from the current
+// one (a write's reload after its patch usually changes nothing). Called
+// with mu held for writing, after every change of byConn.
+func (s *Leases) publish() {
+	cur := s.view.Load()
+	same := len(cur.ByConn) == len(s.byConn)
+	for id, l := range s.byConn {
+		if !same {
+			break
+		}
+		h, ok := cur.ByConn[id]
+		same = ok && h.KeyID == l.KeyID && h.ExpiresAt.Equal(l.ExpiresAt)
+	}
+	if same {
+		return
+	}
+	m := make(map[string]Holder, len(s.byConn))
+	for id, l := range s.byConn {
+		m[id] = Holder{KeyID: l.KeyID, ExpiresAt: l.ExpiresAt}
+	}
+	s.view.Store(&View{Version: cur.Version + 1, ByConn: m})
+}
 
 // Load fills the mirror from the store (start-up, restart restore).
 func (s *Leases) Load(ctx context.Context) error {
@@ -790,6 +857,7 @@ func (s *Leases) refresh(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	s.byConn, s.byOwner = byConn, byOwner
+	s.publish()
 	s.mu.Unlock()
 	return nil
 }
@@ -817,6 +885,7 @@ func (s *Leases) wrote(ctx context.Context, changed ...Lease) {
 			delete(s.byOwner, l.OwnerHash)
 		}
 	}
+	s.publish()
 	s.mu.Unlock()
 	_ = s.refresh(context.WithoutCancel(ctx))
 }
@@ -1021,12 +1090,10 @@ func (s *Leases) Expire(ctx context.Context) (int, error) {
 
 // HeldByOthers reports, from memory, whether connID is actively leased by a
 // key other than keyID. Unmanaged traffic (and pins) skip such connections.
+// It reads the View, so it takes no lock.
 func (s *Leases) HeldByOthers(connID, keyID string) bool {
-	now := s.now()
-	s.mu.RLock()
-	l, ok := s.byConn[connID]
-	s.mu.RUnlock()
-	return ok && l.Live(now) && l.KeyID != keyID
+	h, ok := s.view.Load().ByConn[connID]
+	return ok && h.Live(s.now()) && h.KeyID != keyID
 }
 
 // Active returns the live leases, ordered by connection id.

@@ -638,3 +638,127 @@ func TestLeaseChurnNeverTwoActive(t *testing.T) {
 		t.Fatalf("%d leases left active", len(active))
 	}
 }
+
+// The View follows every change of the mirror: each write that changes the
+// active leases (grant, renew, transition, release, invalidation, expiry
+// sweep, load) publishes a new View with a higher Version and the leases
+// Active reports; reads and refused writes publish nothing. Readers load
+// it concurrently with the writes (run with -race).
+func TestLeaseViewFollowsEveryChange(t *testing.T) {
+	eachStore(t, func(t *testing.T, clock *testkit.FakeClock, store leases.Store) {
+		s := leases.New(store, clock)
+		ka, kb := managedKey("ka", "c1", "c2", "c3"), managedKey("kb", "c1", "c2", "c3")
+		done := make(chan struct{})
+		var readers sync.WaitGroup
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				for id, h := range s.View().ByConn {
+					_ = h.Live(s.Now()) && s.HeldByOthers(id, h.KeyID)
+				}
+			}
+		}()
+		defer func() { close(done); readers.Wait() }()
+
+		prev := s.View()
+		if prev == nil || prev.Version == 0 || len(prev.ByConn) != 0 {
+			t.Fatalf("initial view %+v", prev)
+		}
+		check := func(what string, changed bool) {
+			t.Helper()
+			v := s.View()
+			if changed != (v != prev) || changed && v.Version <= prev.Version || !changed && v.Version != prev.Version ||
+				s.Version() != v.Version {
+				t.Fatalf("%s: view %p v%d → %p v%d, want changed=%v", what, prev, prev.Version, v, v.Version, changed)
+			}
+			prev = v
+			now := s.Now()
+			live := 0
+			for id, h := range v.ByConn {
+				if h.Live(now) {
+					live++
+				} else if s.HeldByOthers(id, "k-none") {
+					t.Fatalf("%s: %s held past its expiry", what, id)
+				}
+			}
+			active := s.Active()
+			if live != len(active) {
+				t.Fatalf("%s: %d live in the view, Active %+v", what, live, active)
+			}
+			for _, l := range active {
+				h, ok := v.ByConn[l.ConnectionID]
+				if !ok || h.KeyID != l.KeyID || !h.ExpiresAt.Equal(l.ExpiresAt) || !h.Live(now) {
+					t.Fatalf("%s: view has %s as %+v (%v), Active %+v", what, l.ConnectionID, h, ok, l)
+				}
+			}
+		}
+
+		a := must(t)(s.Acquire(ctx, ka, owner(1), "openai", []string{"c1"}, time.Minute))
+		check("grant", true)
+		must(t)(s.Status(ctx, ka, owner(1), a.Generation))
+		must(t)(s.Check(ctx, ka, owner(1), a.Generation))
+		check("status and check", false)
+		must(t)(s.Acquire(ctx, kb, owner(2), "openai", []string{"c1", "c2"}, time.Minute))
+		check("second grant", true)
+		_, err := s.Acquire(ctx, kb, owner(3), "openai", []string{"c1", "c2"}, 0)
+		wantErr(t, err, leases.CodeCapacityUnavailable, 429)
+		_, err = s.Renew(ctx, ka, owner(1), a.Generation+1, 0)
+		wantErr(t, err, leases.CodeFenceStale, 409)
+		check("refused acquire and renew", false)
+		must(t)(s.Renew(ctx, ka, owner(1), a.Generation, 10*time.Minute))
+		check("renew", true)
+		if l := must(t)(s.Transition(ctx, ka, owner(1), a.Generation, "openai", []string{"c3"}, leases.ReasonHealthOrCooldown)); l.ConnectionID != "c3" {
+			t.Fatalf("transition to %s", l.ConnectionID)
+		}
+		check("transition", true)
+		if _, ok := prev.ByConn["c1"]; ok {
+			t.Fatal("transitioned lease still on c1")
+		}
+		must(t)(s.Release(ctx, kb, owner(2), 1, ""))
+		check("release", true)
+		must(t)(s.Release(ctx, kb, owner(2), 1, ""))
+		check("release again", false)
+		if n, err := s.Invalidate(ctx, "c3", leases.ReasonAdminEnded); err != nil || n != 1 {
+			t.Fatalf("Invalidate = (%d, %v)", n, err)
+		}
+		check("invalidate", true)
+
+		must(t)(s.Acquire(ctx, ka, owner(1), "openai", []string{"c1"}, 5*time.Second))
+		check("grant for expiry", true)
+		clock.Advance(5 * time.Second)
+		check("expired, not swept", false) // the row stays, no longer live
+		if n, err := s.Expire(ctx); err != nil || n != 1 {
+			t.Fatalf("Expire = (%d, %v), want 1", n, err)
+		}
+		check("expiry sweep", true)
+		if len(prev.ByConn) != 0 {
+			t.Fatalf("swept view %+v", prev.ByConn)
+		}
+
+		must(t)(s.Acquire(ctx, kb, owner(2), "openai", []string{"c2"}, time.Minute))
+		check("grant before key invalidation", true)
+		if n, err := s.InvalidateKey(ctx, "kb", leases.ReasonManagedKeyRevoked); err != nil || n != 1 {
+			t.Fatalf("InvalidateKey = (%d, %v)", n, err)
+		}
+		check("invalidate key", true)
+
+		// Another writer on the same store: seen at the next Load.
+		other := leases.New(store, clock)
+		must(t)(other.Acquire(ctx, ka, owner(4), "openai", []string{"c1"}, time.Minute))
+		check("foreign write", false)
+		if err := s.Load(ctx); err != nil {
+			t.Fatal(err)
+		}
+		check("load", true)
+		if err := s.Load(ctx); err != nil {
+			t.Fatal(err)
+		}
+		check("load again", false)
+	})
+}
