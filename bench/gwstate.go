@@ -17,18 +17,37 @@ import (
 
 // adminGet GETs a management route of the gateway with the bench's manage key.
 func (t *topology) adminGet(ctx context.Context, route string) ([]byte, error) {
+	return call(ctx, http.MethodGet, t.gatewayURL+route, t.adminKey, nil, http.StatusOK)
+}
+
+// call sends body (nil: none) with method to url, with a bearer token when
+// auth is set, and returns the answer's body (at most 8 MiB) unless the
+// status is not want.
+func call(ctx context.Context, method, url, auth string, body []byte, want int) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, t.gatewayURL+route, nil)
-	req.Header.Set("Authorization", "Bearer "+t.adminKey)
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return nil, err
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", "Bearer "+auth)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("GET %s: %d %s", route, resp.StatusCode, bytes.TrimSpace(b[:min(len(b), 200)]))
+	if err == nil && resp.StatusCode != want {
+		err = fmt.Errorf("%s %s: %d %s", method, req.URL.Path, resp.StatusCode, bytes.TrimSpace(b[:min(len(b), 300)]))
 	}
 	return b, err
 }
@@ -108,18 +127,6 @@ func (t *topology) scriptFail(ctx context.Context, fail bool) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, t.directURL+"/_fake/script", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		return fmt.Errorf("script the fake: %d %s", resp.StatusCode, b)
-	}
-	return nil
+	_, err = call(ctx, http.MethodPost, t.directURL+"/_fake/script", "", body, http.StatusNoContent)
+	return err
 }

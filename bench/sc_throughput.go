@@ -192,15 +192,7 @@ func runThroughput(ctx context.Context, cfg *config, t *topology, rep *report) e
 		rep.add(result{Scenario: "b throughput", Metric: "hop CPU per request, minimal path", Unit: "µs", Value: gmCPU, Baseline: f64(blCPU),
 			Ratio: ratio(gmCPU, blCPU), Samples: len(hopCPU["gateway-min"])})
 	}
-	detail := map[string]any{}
-	for n, rs := range runs {
-		var list []map[string]any
-		for _, r := range rs {
-			list = append(list, map[string]any{"rps": r.rps(), "cpu_us_per_req": r.cpuPerOp(), "ok": r.ok, "failed": r.failed})
-		}
-		detail[n] = list
-	}
-	rep.detail("throughput_runs", detail)
+	rep.detail("throughput_runs", runsDetail(runs))
 	return nil
 }
 
@@ -268,15 +260,7 @@ func reportThroughputProcs(cfg *config, t *topology, rep *report, names []string
 		rep.add(result{Scenario: "b throughput", Metric: "proxy process CPU per request, minimal path", Unit: "µs", Value: gm, Baseline: f64(blCPU),
 			Ratio: ratio(gm, blCPU), Samples: len(cpu["gateway-min"])})
 	}
-	detail := map[string]any{}
-	for n, rs := range runs {
-		var list []map[string]any
-		for _, r := range rs {
-			list = append(list, map[string]any{"rps": r.rps(), "cpu_us_per_req": r.cpuPerOp(), "core_share": r.coreShare(), "ok": r.ok, "failed": r.failed})
-		}
-		detail[n] = list
-	}
-	rep.detail("throughput_runs", detail)
+	rep.detail("throughput_runs", runsDetail(runs))
 }
 
 func shares(rs []loopRun) []float64 {
@@ -285,4 +269,17 @@ func shares(rs []loopRun) []float64 {
 		out = append(out, r.coreShare())
 	}
 	return out
+}
+
+// runsDetail is every run of every path for the JSON report.
+func runsDetail(runs map[string][]loopRun) map[string]any {
+	detail := map[string]any{}
+	for n, rs := range runs {
+		var list []map[string]any
+		for _, r := range rs {
+			list = append(list, map[string]any{"rps": r.rps(), "cpu_us_per_req": r.cpuPerOp(), "core_share": r.coreShare(), "ok": r.ok, "failed": r.failed})
+		}
+		detail[n] = list
+	}
+	return detail
 }

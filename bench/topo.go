@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -419,19 +418,8 @@ func (t *topology) seed(ctx context.Context, cfg *config) error {
 	if cfg.features == "minimal" {
 		patch = `{"modelLockout":{"enabled":false},"providerCooldown":{"enabled":false}}`
 	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPatch, t.gatewayURL+"/api/resilience", bytes.NewReader([]byte(patch)))
-	req.Header.Set("Authorization", "Bearer "+admin)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("PATCH /api/resilience: %d %s", resp.StatusCode, b)
-	}
-	return nil
+	_, err = call(ctx, http.MethodPatch, t.gatewayURL+"/api/resilience", admin, []byte(patch), http.StatusOK)
+	return err
 }
 
 func ptr[T any](v T) *T { return &v }
