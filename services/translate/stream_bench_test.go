@@ -9,30 +9,24 @@ import "testing"
 func BenchmarkTranslateChunk(b *testing.B) {
 	first := []byte(`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`)
 	chunk := []byte(`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"Hello, world"},"finish_reason":null}]}`)
-	b.Run("chat-to-anthropic", func(b *testing.B) {
-		s := NewChatToAnthropicStream("claude-x")
-		if _, _, _, err := s.Feed("", first); err != nil {
-			b.Fatal(err)
+	for _, c := range []struct {
+		name string
+		s    interface {
+			Feed(event string, data []byte) ([][]byte, bool, bool, error)
 		}
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, _, _, err := s.Feed("", chunk); err != nil {
+	}{{"chat-to-anthropic", NewChatToAnthropicStream("claude-x")}, {"chat-to-responses", NewChatToResponsesStream("gpt-x", "resp_1")}} {
+		b.Run(c.name, func(b *testing.B) {
+			if _, _, _, err := c.s.Feed("", first); err != nil {
 				b.Fatal(err)
 			}
-		}
-	})
-	b.Run("chat-to-responses", func(b *testing.B) {
-		s := NewChatToResponsesStream("gpt-x", "resp_1")
-		if _, _, _, err := s.Feed("", first); err != nil {
-			b.Fatal(err)
-		}
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, _, _, err := s.Feed("", chunk); err != nil {
-				b.Fatal(err)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, _, err := c.s.Feed("", chunk); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-	})
+		})
+	}
 	b.Run("anthropic-to-chat", func(b *testing.B) {
 		s := NewAnthropicToChatStream("gpt-x")
 		start := []byte(`{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[],"usage":{"input_tokens":5,"output_tokens":0}}}`)
