@@ -20,6 +20,7 @@ import (
 	"switchyard/services"
 	"switchyard/services/accounts"
 	"switchyard/services/affinity"
+	"switchyard/services/leases"
 	"switchyard/services/resilience"
 	"switchyard/services/routing"
 	"switchyard/services/translate"
@@ -69,8 +70,10 @@ func (benchPinStore) DeletePinsForConnection(context.Context, string) (int, erro
 func (benchPinStore) DeleteExpired(context.Context, time.Time) (int, error)        { return 0, nil }
 
 // benchEnv is a gateway over provider "fake" with n connections: 20 %
-// cooling, 5 % terminal (banned), 10 % locked out for model m1
-// (60-quality §5.3 (e)); combo "bench" routes fake/m1 then fakeb/m1.
+// cooling, 5 % terminal (banned), 10 % locked out for model m1, and one
+// leased by another key than the requester's: conn-0000, the connection
+// fill-first would pick otherwise (60-quality §5.3 (e); the lease in the
+// "spec" mix with n > 1 only). Combo "bench" routes fake/m1 then fakeb/m1.
 type benchEnv struct {
 	g    *Gateway
 	snap *Snapshot
@@ -156,7 +159,15 @@ func newBenchEnvAt(b testing.TB, n int, strategy, mix, baseURL string) *benchEnv
 	}
 	g.SetStrategies(routing.NewRegistry(rand.New(rand.NewPCG(3, 4)), state), state)
 	env.pins = affinity.NewPins(clock, func() time.Duration { return affinity.DefaultTTL }, benchPinStore{})
-	g.SetTraffic(&Traffic{Pins: env.pins, Doc: func() *resilience.Document { return &doc }})
+	ls := leases.New(leases.NewMemStore(), clock)
+	if mix == "spec" && n > 1 {
+		holder := services.APIKey{ID: "key-lease", Enabled: true, Scopes: []string{services.ScopeInference, services.ScopeLeaseExclusive},
+			AllowedConnections: []string{env.ids[0]}}
+		if _, err := ls.Acquire(ctx, holder, "vlo_"+strings.Repeat("b", 43), "fake", []string{env.ids[0]}, leases.MaxTTL); err != nil {
+			b.Fatal(err)
+		}
+	}
+	g.SetTraffic(&Traffic{Pins: env.pins, Leases: ls, Doc: func() *resilience.Document { return &doc }})
 	set := DefaultSettings()
 	set.FallbackStrategy = strategy
 	g.SetSettings(set)

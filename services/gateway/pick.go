@@ -26,6 +26,16 @@ import (
 // pickUncached needs when nothing else filters — and runs the per-request
 // filters on top.
 //
+// Leases of other keys are a per-request filter too, but a cheap one: the
+// entry also records the live leases on its connections (key and expiry,
+// from the leases.View it was built from) and keeps, besides its eligible
+// columns, the eligible columns without the leased connections, with the
+// exclusion record pickUncached would make with those connections held by
+// another key. A request of a key that holds none of those leases, the
+// usual case, picks from these columns on the fast path; only a key that
+// holds a lease on the provider (its unmanaged traffic may use its own
+// leased connection) or a request bound to a lease goes to pickFiltered.
+//
 // An entry is valid while all of these hold:
 //   - the snapshot is the one it was built from (connections, their
 //     enabled flags, order and quota reserves live in the snapshot);
@@ -41,12 +51,22 @@ import (
 //     lapse with time, never start (a lock, cooldown or exhausted quota
 //     window is written, or observed), and each blocker ends exactly at the
 //     end it reported, so until then every connection's class and blocker
-//     are what the entry holds.
+//     are what the entry holds;
+//   - the leases service publishes the same leases.View (every change of
+//     its mirror — grant, renew, release, transition, invalidation, load,
+//     expiry sweep — publishes a new one), and its clock (Leases.Now, the
+//     instant HeldByOthers judges liveness at) has neither reached the
+//     earliest expiry among the live leases the entry saw nor gone back
+//     before the instant it was built at. A row of the View only turns
+//     from live to ended with time, never back, so until then each
+//     lease's liveness is what the entry holds.
 //
 // Readers take no lock: the versions are atomics, entries are immutable and
 // published through an atomic pointer per (provider, model). An entry is
 // built from the versions read before the state it reflects, so a write
-// that lands while it is built makes it stale at once rather than wrong.
+// that lands while it is built makes it stale at once rather than wrong;
+// the leases.View is immutable, so the entry reflects exactly the one it
+// holds.
 
 // maxPickSlots bounds the (provider, model) pairs kept; past it the cache
 // starts over (models come from requests, so their number is not bounded
@@ -127,6 +147,42 @@ type pickBlocker struct {
 	waitable bool
 }
 
+// pickLease is a live lease on one of an entry's connections.
+type pickLease struct {
+	conn int32 // index into the entry's conns
+	key  string
+}
+
+// pickCols are eligible connections in configured order as selector
+// columns: the accounts.PoolSource of a pick.
+type pickCols struct {
+	pos      map[string]int32 // the entry's: connection id → conns index
+	at       []int32          // by conns index: index into the columns, -1
+	elig     []int32          // conns index
+	ids      []string
+	backoff  []int
+	lastUsed []*atomic.Int64
+	rts      []*ConnRuntime
+}
+
+func (c *pickCols) add(i int32, id string, backoff int, lastUsed *atomic.Int64, rt *ConnRuntime) {
+	c.at[i] = int32(len(c.elig))
+	c.elig = append(c.elig, i)
+	c.ids = append(c.ids, id)
+	c.backoff = append(c.backoff, backoff)
+	c.lastUsed = append(c.lastUsed, lastUsed)
+	c.rts = append(c.rts, rt)
+}
+
+func (c *pickCols) Index(id string) int {
+	if i, ok := c.pos[id]; ok {
+		return int(c.at[i])
+	}
+	return -1
+}
+
+func (c *pickCols) Load(i int) (int, float64) { return c.rts[i].InFlight(), c.rts[i].SuccessRate() }
+
 // pickEntry is the request-independent part of one (provider, model)'s
 // pick at one state version. Immutable once published.
 type pickEntry struct {
@@ -139,64 +195,86 @@ type pickEntry struct {
 	// a Registry snapshot); otherwise pick runs uncached.
 	usable bool
 
+	// The leases the entry was built from: the View (nil without a lease
+	// service) and, when a row of it is on one of conns (live or not),
+	// the lease clock at build and the earliest expiry of a live one.
+	lview  *leases.View
+	lclock bool
+	lbuilt time.Time
+	lexp   time.Time // zero = no live lease
+	leased []pickLease
+
 	pos      map[string]int32 // connection id → index into conns
 	class    []pickClass      // by conns index
 	blk      []int32          // by conns index: index into blockers, -1
-	eligAt   []int32          // by conns index: index into the eligible columns, -1
 	blockers []pickBlocker
 
-	// The eligible connections in configured order, as selector columns.
-	elig     []int32 // conns index
-	ids      []string
-	backoff  []int
-	lastUsed []*atomic.Int64
-	rts      []*ConnRuntime
+	// all: the eligible connections. free: those not leased (all itself
+	// when nothing is), what a key holding none of the leases picks from.
+	all, free pickCols
 
 	// What pickUncached's exclusion record needs when no per-request
-	// filter applies: the last untimed reason, the soonest-ending timed
-	// blocker, and the earliest end of a waitable one.
-	hard      string
-	soonest   int32 // index into blockers, -1
-	anyBlock  bool
-	allLocked bool
-	waitEnd   time.Time
+	// filter applies but the leases of other keys: the last untimed
+	// reason (hardD once the request has dispatched, when lease_busy no
+	// longer counts), the soonest-ending timed blocker, and the earliest
+	// end of a waitable one, all over the connections not leased.
+	hard, hardD string
+	soonest     int32 // index into blockers, -1
+	anyBlock    bool
+	allLocked   bool
+	waitEnd     time.Time
 }
 
-func (e *pickEntry) valid(s *Snapshot, v pickVersion, now time.Time) bool {
-	return e.snap == s && e.ver == v && !now.Before(e.built) && (e.expires.IsZero() || now.Before(e.expires))
+func (e *pickEntry) valid(s *Snapshot, v pickVersion, lv *leases.View, now time.Time) bool {
+	return e.snap == s && e.ver == v && e.lview == lv && !now.Before(e.built) && (e.expires.IsZero() || now.Before(e.expires))
 }
 
-// Index and Load make the entry the accounts.PoolSource of its columns.
-func (e *pickEntry) Index(id string) int {
-	if i, ok := e.pos[id]; ok {
-		return int(e.eligAt[i])
+// leasesValid reports the entry's leases current at lnow, an instant of
+// the lease clock (the View is checked by valid).
+func (e *pickEntry) leasesValid(lnow time.Time) bool {
+	return !lnow.Before(e.lbuilt) && (e.lexp.IsZero() || lnow.Before(e.lexp))
+}
+
+// leaseService is the lease service pick consults, nil when none.
+func (g *Gateway) leaseService() *leases.Leases {
+	if g.traffic == nil {
+		return nil
 	}
-	return -1
+	return g.traffic.Leases
 }
-
-func (e *pickEntry) Load(i int) (int, float64) { return e.rts[i].InFlight(), e.rts[i].SuccessRate() }
 
 // pickEntryFor returns a valid entry for (provider, model), building one
 // when the cached one is stale.
 func (g *Gateway) pickEntryFor(s *Snapshot, provider, model string, now time.Time) *pickEntry {
 	v := g.pickVersion() // before any state the entry reflects
+	ls := g.leaseService()
+	var lv *leases.View
+	if ls != nil {
+		lv = ls.View()
+	}
 	sl := g.picks.slot(provider, model)
 	old := sl.entry.Load()
-	if old != nil && old.valid(s, v, now) {
+	if old != nil && old.valid(s, v, lv, now) && (!old.lclock || old.leasesValid(ls.Now())) {
 		return old
 	}
-	e := g.buildPickEntry(s, provider, model, v, now, old)
+	e := g.buildPickEntry(s, provider, model, v, ls, lv, now, old)
 	sl.entry.CompareAndSwap(old, e) // a concurrent builder's entry is as good
 	return e
 }
 
 // buildPickEntry runs the request-independent gates of pickUncached over
 // every connection of provider, with the same calls in the same order.
-func (g *Gateway) buildPickEntry(s *Snapshot, provider, model string, v pickVersion, now time.Time, prev *pickEntry) *pickEntry {
+//
+// The leases of lv on its connections are recorded, and the columns and
+// the exclusion record without the leased connections follow pickUncached
+// for a request whose key holds none of them: such a connection is
+// lease_busy after its enabled check and before its blocker check.
+func (g *Gateway) buildPickEntry(s *Snapshot, provider, model string, v pickVersion, ls *leases.Leases, lv *leases.View, now time.Time, prev *pickEntry) *pickEntry {
 	conns := s.Connections(provider)
 	n := len(conns)
-	e := &pickEntry{snap: s, conns: conns, ver: v, built: now, soonest: -1, allLocked: true,
-		class: make([]pickClass, n), blk: make([]int32, n), eligAt: make([]int32, n)}
+	e := &pickEntry{snap: s, conns: conns, ver: v, built: now, lview: lv, soonest: -1, allLocked: true,
+		class: make([]pickClass, n), blk: make([]int32, n)}
+	e.all.at = make([]int32, n)
 	if prev != nil && prev.snap == s {
 		e.pos, e.usable = prev.pos, prev.usable
 	} else {
@@ -215,13 +293,47 @@ func (g *Gateway) buildPickEntry(s *Snapshot, provider, model string, v pickVers
 	if !e.usable {
 		return e
 	}
+	e.all.pos = e.pos
+	// The live leases on conns, at the lease clock now.
+	var isLeased []bool
+	if lv != nil && len(lv.ByConn) > 0 {
+		lnow := ls.Now()
+		for id, h := range lv.ByConn {
+			i, ok := e.pos[id]
+			if !ok {
+				continue
+			}
+			e.lclock, e.lbuilt = true, lnow
+			if !h.Live(lnow) {
+				continue
+			}
+			if isLeased == nil {
+				isLeased = make([]bool, n)
+			}
+			isLeased[i] = true
+			e.leased = append(e.leased, pickLease{conn: i, key: h.KeyID})
+			if e.lexp.IsZero() || h.ExpiresAt.Before(e.lexp) {
+				e.lexp = h.ExpiresAt
+			}
+		}
+	}
+	if isLeased != nil {
+		e.free = pickCols{pos: e.pos, at: make([]int32, n)}
+	}
 	mk := resilience.KeysForModel(provider, model)
 	for i, c := range conns {
-		e.blk[i], e.eligAt[i] = -1, -1
+		e.blk[i], e.all.at[i] = -1, -1
+		if isLeased != nil {
+			e.free.at[i] = -1
+		}
+		leased := isLeased != nil && isLeased[i]
 		if !c.Enabled {
 			e.class[i] = pcDisabled
-			e.hard = "disabled"
+			e.hard, e.hardD = "disabled", "disabled"
 			continue
+		}
+		if leased {
+			e.hard = "lease_busy"
 		}
 		b, blocked := g.res.BlockerKeys(provider, c.ID, mk, now)
 		if !blocked && g.quota != nil {
@@ -232,37 +344,50 @@ func (g *Gateway) buildPickEntry(s *Snapshot, provider, model string, v pickVers
 		if blocked {
 			e.class[i], e.blk[i] = pcBlocked, int32(len(e.blockers))
 			pb := pickBlocker{conn: int32(i), reason: b.Reason, waitable: b.Waitable}
-			e.anyBlock = true
-			if b.RetryAfter <= 0 {
-				e.hard = b.Reason
-				e.allLocked = false
-			} else {
+			if b.RetryAfter > 0 {
 				pb.end = now.Add(b.RetryAfter)
 				if e.expires.IsZero() || pb.end.Before(e.expires) {
 					e.expires = pb.end
 				}
-				if pb.waitable && (e.waitEnd.IsZero() || pb.end.Before(e.waitEnd)) {
-					e.waitEnd = pb.end
-				}
-				if b.Reason != "model_lockout" {
-					e.allLocked = false
-				}
-				if e.soonest < 0 || pb.end.Before(e.blockers[e.soonest].end) {
-					e.soonest = e.blk[i]
-				}
 			}
 			e.blockers = append(e.blockers, pb)
+			if !leased {
+				e.recordBlocker(e.blk[i])
+			}
 			continue
 		}
 		rt := g.reg.Runtime(c.ID)
-		e.eligAt[i] = int32(len(e.elig))
-		e.elig = append(e.elig, int32(i))
-		e.ids = append(e.ids, c.ID)
-		e.backoff = append(e.backoff, g.res.Cooldowns.BackoffLevel(c.ID))
-		e.lastUsed = append(e.lastUsed, &rt.lastUsedMs)
-		e.rts = append(e.rts, rt)
+		backoff := g.res.Cooldowns.BackoffLevel(c.ID)
+		e.all.add(int32(i), c.ID, backoff, &rt.lastUsedMs, rt)
+		if isLeased != nil && !leased {
+			e.free.add(int32(i), c.ID, backoff, &rt.lastUsedMs, rt)
+		}
+	}
+	if isLeased == nil {
+		e.free = e.all
 	}
 	return e
+}
+
+// recordBlocker adds blocker bi of a connection no lease holds to the
+// entry's exclusion record, as pickUncached's gate loop does.
+func (e *pickEntry) recordBlocker(bi int32) {
+	b := &e.blockers[bi]
+	e.anyBlock = true
+	if b.end.IsZero() {
+		e.hard, e.hardD = b.reason, b.reason
+		e.allLocked = false
+		return
+	}
+	if b.waitable && (e.waitEnd.IsZero() || b.end.Before(e.waitEnd)) {
+		e.waitEnd = b.end
+	}
+	if b.reason != "model_lockout" {
+		e.allLocked = false
+	}
+	if e.soonest < 0 || b.end.Before(e.blockers[e.soonest].end) {
+		e.soonest = bi
+	}
 }
 
 // configuredBefore reports a before b in configured order (priority,
@@ -281,27 +406,10 @@ func configuredBefore(a, b *services.Connection) bool {
 // eligible columns when a per-request filter applies, and the affinity
 // pin id of the last provider asked.
 type pickScratch struct {
-	e        *pickEntry
-	marks    []uint8
-	at       []int32 // by conns index: index into the columns below, -1
-	elig     []int32
-	ids      []string
-	backoff  []int
-	lastUsed []*atomic.Int64
-	rts      []*ConnRuntime
+	marks []uint8
+	cols  pickCols
 
 	pinKey, pinProvider, pinSession, pin string
-}
-
-func (sc *pickScratch) Index(id string) int {
-	if i, ok := sc.e.pos[id]; ok {
-		return int(sc.at[i])
-	}
-	return -1
-}
-
-func (sc *pickScratch) Load(i int) (int, float64) {
-	return sc.rts[i].InFlight(), sc.rts[i].SuccessRate()
 }
 
 // pinID is g.pinID, remembering the last id it hashed: a request asks for
@@ -339,8 +447,8 @@ func (g *Gateway) pick(s *Snapshot, t target, req *Request, st *attemptState, se
 		return g.pickUncached(s, t, req, st, set, record)
 	}
 	// Per-request filters: a pinned connection, the key's allowances, the
-	// request's lease, connections that failed in this request, and
-	// connections other keys lease.
+	// request's lease, connections that failed in this request, and the
+	// key's own leases (those of other keys the fast path filters too).
 	slow := t.connID != "" || req.Key.AllowedConnections != nil || req.LeaseConnID != ""
 	if !slow {
 		for id, failed := range st.excluded {
@@ -350,37 +458,38 @@ func (g *Gateway) pick(s *Snapshot, t target, req *Request, st *attemptState, se
 			}
 		}
 	}
-	var held []leases.Lease
-	if req.LeaseConnID == "" && g.traffic != nil && g.traffic.Leases != nil {
-		held = g.traffic.Leases.Active()
-		for _, l := range held {
-			if _, ok := e.pos[l.ConnectionID]; ok && l.KeyID != req.Key.ID {
+	if !slow {
+		for i := range e.leased {
+			if e.leased[i].key == req.Key.ID {
 				slow = true
+				break
 			}
 		}
 	}
 	sc := &st.pickScr
-	var pool accounts.Pool
-	var elig []int32
+	var cols *pickCols
 	if !slow {
 		if !e.waitEnd.IsZero() {
 			st.noteWaitable(e.waitEnd.Sub(now))
 		}
-		if len(e.elig) == 0 {
+		if len(e.free.elig) == 0 {
 			if record {
-				g.pickExclude(t, st, e, e.hard, e.soonest, e.anyBlock, e.allLocked, now)
+				hard := e.hard
+				if dispatchedOnce(st) {
+					hard = e.hardD
+				}
+				g.pickExclude(t, st, e, hard, e.soonest, e.anyBlock, e.allLocked, now)
 			}
 			return nil
 		}
-		elig = e.elig
-		pool = accounts.Pool{IDs: e.ids, Backoff: e.backoff, LastUsed: e.lastUsed, Src: e}
+		cols = &e.free
 	} else {
-		if !g.pickFiltered(e, t, req, st, held, now, record) {
+		if !g.pickFiltered(e, t, req, st, now, record) {
 			return nil
 		}
-		elig = sc.elig
-		pool = accounts.Pool{IDs: sc.ids, Backoff: sc.backoff, LastUsed: sc.lastUsed, Src: sc}
+		cols = &sc.cols
 	}
+	pool := accounts.Pool{IDs: cols.ids, Backoff: cols.backoff, LastUsed: cols.lastUsed, Src: cols}
 	strategy, sticky := set.FallbackStrategy, set.StickyLimit
 	if ps, ok := set.ProviderStrategy[provider]; ok {
 		if ps.FallbackStrategy != "" {
@@ -392,16 +501,16 @@ func (g *Gateway) pick(s *Snapshot, t target, req *Request, st *attemptState, se
 	}
 	// The strategy's preferred connection (lkgp), when eligible.
 	if t.prefConn != "" {
-		if i := pool.Src.Index(t.prefConn); i >= 0 {
-			return e.conns[elig[i]]
+		if i := cols.Index(t.prefConn); i >= 0 {
+			return e.conns[cols.elig[i]]
 		}
 	}
 	// An eligible affinity pin wins (a preference, never a wall: BD 7).
 	if pin := sc.pinID(g, req, provider); pin != "" {
 		if id, ok := g.traffic.Pins.Lookup(pin); ok {
-			if i := pool.Src.Index(id); i >= 0 {
+			if i := cols.Index(id); i >= 0 {
 				st.log.AffinityHit = true
-				return e.conns[elig[i]]
+				return e.conns[cols.elig[i]]
 			}
 		}
 	}
@@ -409,28 +518,32 @@ func (g *Gateway) pick(s *Snapshot, t target, req *Request, st *attemptState, se
 	if i < 0 {
 		return nil
 	}
-	return e.conns[elig[i]]
+	return e.conns[cols.elig[i]]
 }
 
 // pickFiltered is pickUncached's gate loop on the entry's classes with the
 // per-request filters applied, in pickUncached's order per connection. It
 // fills the scratch columns and reports whether any connection is eligible
-// (recording the exclusion when none is and record is set).
-func (g *Gateway) pickFiltered(e *pickEntry, t target, req *Request, st *attemptState, held []leases.Lease, now time.Time, record bool) bool {
+// (recording the exclusion when none is and record is set). A connection
+// is held when the entry saw another key's live lease on it and the
+// request is not bound to a lease (heldByOthers).
+func (g *Gateway) pickFiltered(e *pickEntry, t target, req *Request, st *attemptState, now time.Time, record bool) bool {
 	sc := &st.pickScr
 	n := len(e.conns)
-	sc.e = e
 	sc.marks = growZero(sc.marks, n)
-	sc.at = growInt32(sc.at, n)
-	sc.elig, sc.ids, sc.backoff, sc.lastUsed, sc.rts = sc.elig[:0], sc.ids[:0], sc.backoff[:0], sc.lastUsed[:0], sc.rts[:0]
+	c := &sc.cols
+	c.pos, c.at = e.pos, growInt32(c.at, n)
+	c.elig, c.ids, c.backoff, c.lastUsed, c.rts = c.elig[:0], c.ids[:0], c.backoff[:0], c.lastUsed[:0], c.rts[:0]
 	for id, failed := range st.excluded {
 		if i, ok := e.pos[id]; ok && failed {
 			sc.marks[i] |= markExcluded
 		}
 	}
-	for _, l := range held {
-		if i, ok := e.pos[l.ConnectionID]; ok && l.KeyID != req.Key.ID {
-			sc.marks[i] |= markHeld
+	if req.LeaseConnID == "" {
+		for _, l := range e.leased {
+			if l.key != req.Key.ID {
+				sc.marks[l.conn] |= markHeld
+			}
 		}
 	}
 	restricted := req.Key.AllowedConnections != nil
@@ -495,18 +608,13 @@ func (g *Gateway) pickFiltered(e *pickEntry, t target, req *Request, st *attempt
 			}
 			continue
 		}
-		k := e.eligAt[i]
-		sc.at[i] = int32(len(sc.elig))
-		sc.elig = append(sc.elig, int32(i))
-		sc.ids = append(sc.ids, e.ids[k])
-		sc.backoff = append(sc.backoff, e.backoff[k])
-		sc.lastUsed = append(sc.lastUsed, e.lastUsed[k])
-		sc.rts = append(sc.rts, e.rts[k])
+		k := e.all.at[i]
+		c.add(int32(i), e.all.ids[k], e.all.backoff[k], e.all.lastUsed[k], e.all.rts[k])
 	}
 	if !waitEnd.IsZero() {
 		st.noteWaitable(waitEnd.Sub(now))
 	}
-	if len(sc.elig) > 0 {
+	if len(c.elig) > 0 {
 		return true
 	}
 	if record {

@@ -73,7 +73,8 @@ type pickEnv struct {
 	obs        *recObs
 	lockOn     bool
 	maxStale   time.Duration
-	keys       []services.APIKey
+	keys       []services.APIKey // keys[1:] may hold leases
+	reqKeys    []services.APIKey // keys requests come with
 	owners     []string
 }
 
@@ -125,10 +126,37 @@ func newPickEnv(t *testing.T, n int, seed uint64) *pickEnv {
 		{ID: "k-b", Enabled: true, Scopes: []string{services.ScopeInference, services.ScopeLeaseExclusive},
 			AllowedConnections: []string{ids[0], ids[2], ids[n-1], "other-1"}},
 	}
+	// A lease-holding key's unmanaged requests: restricted as configured
+	// (always the slow path), or with its allowances since lifted, so the
+	// fast path must tell its own leases from others'.
+	open := func(k services.APIKey) services.APIKey { k.AllowedConnections = nil; return k }
+	env.reqKeys = []services.APIKey{env.keys[0], env.keys[0], env.keys[0], env.keys[1], env.keys[2],
+		open(env.keys[1]), open(env.keys[2]), {ID: "k-other", Enabled: true, Scopes: []string{services.ScopeInference}}}
 	for i := range 4 {
 		env.owners = append(env.owners, "vlo_"+strings.Repeat(string(rune('a'+i)), 43))
 	}
 	return env
+}
+
+// activeLease returns a random live lease with its key and owner token.
+func (env *pickEnv) activeLease(r *rand.Rand) (leases.Lease, services.APIKey, string, bool) {
+	active := env.ls.Active()
+	if len(active) == 0 {
+		return leases.Lease{}, services.APIKey{}, "", false
+	}
+	l := active[r.IntN(len(active))]
+	var key services.APIKey
+	for _, k := range env.keys {
+		if k.ID == l.KeyID {
+			key = k
+		}
+	}
+	for _, o := range env.owners {
+		if leases.HashOwner(o) == l.OwnerHash {
+			return l, key, o, true
+		}
+	}
+	return leases.Lease{}, services.APIKey{}, "", false
 }
 
 func (env *pickEnv) ids() []string {
@@ -147,10 +175,13 @@ func (env *pickEnv) mutate(t *testing.T, r *rand.Rand) string {
 	ctx := context.Background()
 	ids := env.ids()
 	id := ids[r.IntN(len(ids))]
+	if r.IntN(8) == 0 {
+		id = "other-1" // the single connection of provider other
+	}
 	now := env.clock.Now()
 	dur := func(max time.Duration) time.Duration { return time.Duration(r.Int64N(int64(max))) }
 	models := []string{"m1", "m1", "m2"}
-	switch op := r.IntN(25); op {
+	switch op := r.IntN(31); op {
 	case 0, 1, 2:
 		d := dur(20 * time.Second)
 		env.clock.advance(d)
@@ -244,17 +275,56 @@ func (env *pickEnv) mutate(t *testing.T, r *rand.Rand) string {
 		}
 		env.maxStale = []time.Duration{10 * time.Minute, time.Hour, 24 * time.Hour}[r.IntN(3)]
 		return fmt.Sprintf("max stale %v", env.maxStale)
-	case 15, 16:
+	case 15, 16, 25:
 		k := env.keys[1+r.IntN(2)]
 		owner := env.owners[r.IntN(len(env.owners))]
-		if l, err := env.ls.Acquire(ctx, k, owner, "fake", []string{id}, time.Second+dur(time.Minute)); err == nil && r.IntN(3) == 0 {
+		ttl := time.Second + dur(time.Minute)
+		if r.IntN(2) == 0 {
+			ttl = time.Second + dur(4*time.Second) // ends within a few advances
+		}
+		if l, err := env.ls.Acquire(ctx, k, owner, "fake", []string{id}, ttl); err == nil && r.IntN(3) == 0 {
 			_, _ = env.ls.Release(ctx, k, owner, l.Generation, "")
 			return "lease and release " + id
 		}
-		return "lease " + id
+		return fmt.Sprintf("lease %s %s %v", id, k.ID, ttl)
 	case 17:
 		_, _ = env.ls.Invalidate(ctx, id, leases.ReasonAdminEnded)
 		return "lease invalidate " + id
+	case 26:
+		l, k, owner, ok := env.activeLease(r)
+		if !ok {
+			return "renew none"
+		}
+		ttl := time.Second + dur(time.Minute)
+		_, _ = env.ls.Renew(ctx, k, owner, l.Generation, ttl)
+		return fmt.Sprintf("lease renew %s %v", l.ConnectionID, ttl)
+	case 27:
+		l, k, owner, ok := env.activeLease(r)
+		if !ok {
+			return "release none"
+		}
+		_, _ = env.ls.Release(ctx, k, owner, l.Generation, "")
+		return "lease release " + l.ConnectionID
+	case 28:
+		l, k, owner, ok := env.activeLease(r)
+		if !ok {
+			return "transition none"
+		}
+		_, _ = env.ls.Transition(ctx, k, owner, l.Generation, "fake", []string{id}, leases.ReasonHealthOrCooldown)
+		return "lease transition " + l.ConnectionID + " → " + id
+	case 29:
+		k := env.keys[1+r.IntN(2)]
+		_, _ = env.ls.InvalidateKey(ctx, k.ID, leases.ReasonManagedKeyRevoked)
+		return "lease invalidate key " + k.ID
+	case 30:
+		if r.IntN(2) == 0 {
+			_, _ = env.ls.Expire(ctx)
+			return "lease sweep"
+		}
+		if err := env.ls.Load(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return "leases load"
 	case 18, 19:
 		i := r.IntN(len(env.src.conns) - 1)
 		c := &env.src.conns[i]
@@ -306,7 +376,12 @@ func (env *pickEnv) randomCase(r *rand.Rand) pickCase {
 		return ids[r.IntN(len(ids))]
 	}
 	s := env.reg.Snapshot()
+	// Mostly provider fake; sometimes other, whose single connection a
+	// lease or blocker leaves without any (the exclusion record).
 	p, _ := s.Catalogue.Get("fake")
+	if r.IntN(5) == 0 {
+		p, _ = s.Catalogue.Get("other")
+	}
 	c := pickCase{t: target{provider: p, model: "m1"}, record: r.IntN(4) > 0, set: DefaultSettings()}
 	strategies := accounts.Strategies()
 	c.set.FallbackStrategy = strategies[r.IntN(len(strategies))]
@@ -320,10 +395,7 @@ func (env *pickEnv) randomCase(r *rand.Rand) pickCase {
 	if r.IntN(6) == 0 {
 		c.t.prefConn = anyID()
 	}
-	c.req = Request{ID: "req", Key: env.keys[r.IntN(len(env.keys))], Inbound: InboundChat}
-	if r.IntN(8) > 0 {
-		c.req.Key = env.keys[0]
-	}
+	c.req = Request{ID: "req", Key: env.reqKeys[r.IntN(len(env.reqKeys))], Inbound: InboundChat}
 	if r.IntN(3) == 0 {
 		c.req.SessionKey = "header:s1"
 	}
@@ -392,7 +464,7 @@ func TestPickMatchesUncached(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 99))
 			env := newPickEnv(t, 12, seed)
 			var log []string
-			reused, checks := 0, 0
+			reused, checks, leased, own := 0, 0, 0, 0
 			for step := range 1500 {
 				log = append(log, env.mutate(t, r))
 				if len(log) > 12 {
@@ -400,11 +472,21 @@ func TestPickMatchesUncached(t *testing.T) {
 				}
 				for range 4 {
 					c := env.randomCase(r)
-					sl := env.g.picks.slot("fake", "m1")
+					sl := env.g.picks.slot(c.t.provider.ID, "m1")
 					before := sl.entry.Load()
 					got := env.run(c, true)
-					if before != nil && sl.entry.Load() == before {
+					after := sl.entry.Load()
+					if before != nil && after == before {
 						reused++
+					}
+					if len(after.leased) > 0 {
+						leased++
+						for _, l := range after.leased {
+							if l.key == c.req.Key.ID && c.req.Key.AllowedConnections == nil {
+								own++
+								break
+							}
+						}
 					}
 					want := env.run(c, false)
 					checks++
@@ -415,29 +497,52 @@ func TestPickMatchesUncached(t *testing.T) {
 					}
 				}
 			}
-			t.Logf("%d checks, %d on a reused entry", checks, reused)
+			t.Logf("%d checks, %d on a reused entry, %d with live leases on the provider, %d by an unrestricted key holding one",
+				checks, reused, leased, own)
 			if reused < checks/3 {
 				t.Fatalf("only %d of %d checks reused an entry: the test does not exercise the cache", reused, checks)
+			}
+			if leased < checks/8 || own < checks/100 {
+				t.Fatalf("only %d (%d by their holder) of %d checks saw a lease: the test does not exercise the lease filter",
+					leased, own, checks)
 			}
 		})
 	}
 }
 
 // A pick over 1,000 connections allocates nothing once its entry and the
-// request's buffers exist, in every bench case.
+// request's buffers exist, in every bench case: the spec pool with one
+// connection (conn-0000) leased by another key, which pick never returns;
+// and, on the slow path, a request of the lease's own key (its allowances
+// lifted), whose fill-first pick is its leased connection.
 func TestPickZeroAlloc(t *testing.T) {
 	for _, strategy := range []string{accounts.FillFirst, accounts.RoundRobin, accounts.LeastUsed, accounts.Random} {
-		for _, pc := range []string{"pin-hit", "pin-miss", "pin-ineligible", "no-session"} {
+		for _, pc := range []string{"pin-hit", "pin-miss", "pin-ineligible", "no-session", "own-lease"} {
 			e := newBenchEnvAt(t, 1000, strategy, "spec", "http://127.0.0.1:9/v1")
 			req := e.request(t, pc)
+			if pc == "own-lease" {
+				req.Key.ID = "key-lease"
+			}
 			route, gerr := Resolve(e.snap, e.key, "bench")
 			if gerr != nil {
 				t.Fatal(gerr)
 			}
 			tg := e.g.expand(e.snap, route, req)[0]
 			st := e.newState(req)
-			e.g.pick(e.snap, tg, req, st, e.set, true)
-			if n := testing.AllocsPerRun(50, func() { e.g.pick(e.snap, tg, req, st, e.set, true) }); n != 0 {
+			c := e.g.pick(e.snap, tg, req, st, e.set, true)
+			if en := e.g.picks.slot("fake", "m1").entry.Load(); len(en.leased) != 1 || en.conns[en.leased[0].conn].ID != "conn-0000" {
+				t.Fatalf("%s/%s: entry leases %+v, want conn-0000's", strategy, pc, en.leased)
+			}
+			if c == nil || c.ID == "conn-0000" && pc != "own-lease" ||
+				pc == "own-lease" && strategy == accounts.FillFirst && c.ID != "conn-0000" {
+				t.Fatalf("%s/%s: picked %v", strategy, pc, c)
+			}
+			n := testing.AllocsPerRun(50, func() {
+				if c := e.g.pick(e.snap, tg, req, st, e.set, true); c == nil || c.ID == "conn-0000" && pc != "own-lease" {
+					t.Fatalf("%s/%s: picked %v", strategy, pc, c)
+				}
+			})
+			if n != 0 {
 				t.Errorf("%s/%s: %v allocs per pick", strategy, pc, n)
 			}
 		}
