@@ -204,11 +204,11 @@ func (e *benchEnv) newState(req *Request) *attemptState {
 		timers: map[string]bool{}, log: newLogRecord(req), onlyLocal: true}
 }
 
-// BenchmarkGatewayPick is Gateway.pick, the connection gates of 30-routing
+// BenchmarkSelectConnection is Gateway.pick, the connection gates of 30-routing
 // §5 plus the account strategy, for the first combo target over 1,000
 // connections (about 650 eligible). Target of 60-quality §5.4 for
 // connection selection: ≤ 5 µs/op and 0 allocs/op in every case.
-func BenchmarkGatewayPick(b *testing.B) {
+func BenchmarkSelectConnection(b *testing.B) {
 	for _, strategy := range []string{accounts.FillFirst, accounts.RoundRobin, accounts.LeastUsed, accounts.Random} {
 		for _, pc := range []string{"pin-hit", "pin-miss", "pin-ineligible", "no-session"} {
 			b.Run("n=1000/"+strategy+"/"+pc, func(b *testing.B) {
@@ -231,9 +231,9 @@ func BenchmarkGatewayPick(b *testing.B) {
 	}
 }
 
-// BenchmarkGatewayPickMix isolates where pick's time goes: the spec mix,
+// BenchmarkSelectConnectionMix isolates where pick's time goes: the spec mix,
 // the same without model lockouts, and a pool with no resilience state.
-func BenchmarkGatewayPickMix(b *testing.B) {
+func BenchmarkSelectConnectionMix(b *testing.B) {
 	for _, mix := range []string{"spec", "no-lockouts", "healthy"} {
 		b.Run("n=1000/fill-first/"+mix, func(b *testing.B) {
 			e := newBenchEnvMix(b, 1000, accounts.FillFirst, mix)

@@ -515,7 +515,7 @@ func TestPickMatchesUncached(t *testing.T) {
 // connection (conn-0000) leased by another key, which pick never returns;
 // and, on the slow path, a request of the lease's own key (its allowances
 // lifted), whose fill-first pick is its leased connection.
-func TestPickZeroAlloc(t *testing.T) {
+func TestSelectConnectionZeroAlloc(t *testing.T) {
 	for _, strategy := range []string{accounts.FillFirst, accounts.RoundRobin, accounts.LeastUsed, accounts.Random} {
 		for _, pc := range []string{"pin-hit", "pin-miss", "pin-ineligible", "no-session", "own-lease"} {
 			e := newBenchEnvAt(t, 1000, strategy, "spec", "http://127.0.0.1:9/v1")
