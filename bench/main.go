@@ -360,7 +360,11 @@ func run(cfg *config) (*report, error) {
 		if why := rep.docsBlockers(); len(why) > 0 && !cfg.docsAnyway {
 			fmt.Fprintf(os.Stderr, "bench: not writing %s: %s (-docs-despite-warnings writes it anyway)\n", cfg.writeDocs, strings.Join(why, "; "))
 		} else {
-			if err := writeDocsBlock(cfg.writeDocs, md.String()); err != nil {
+			block := md.String()
+			if len(why) > 0 {
+				block += "\nWritten with -docs-despite-warnings: " + strings.Join(why, "; ") + ".\n"
+			}
+			if err := writeDocsBlock(cfg.writeDocs, block); err != nil {
 				return nil, err
 			}
 			fmt.Fprintf(os.Stderr, "bench: updated %s\n", cfg.writeDocs)
