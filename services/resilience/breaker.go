@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"switchyard/services"
 )
@@ -145,6 +146,32 @@ type breaker struct {
 	// a newer one.
 	writeMu sync.Mutex
 	written uint64
+
+	// open lets Allow answer an OPEN breaker without mu (see openEnd).
+	open atomic.Pointer[openEnd]
+}
+
+// openEnd is a refusal allowSlow computed under mu: the end of an OPEN
+// period, or (busy) a HALF_OPEN breaker whose probes are all out. It is
+// valid while the breaker's word (state and generation: every transition
+// and every change of openedAt or openCycleCount comes with a new word) and
+// the settings (the same BreakerConfig map, see mapIdentity) are those it
+// was computed with; the places that lower halfOpenInFlight without a new
+// word drop it.
+type openEnd struct {
+	word  uint64
+	cfg   unsafe.Pointer // mapIdentity of the BreakerConfig used
+	until time.Time
+	busy  bool
+}
+
+// remember records a refusal for Allow's lock-free path; b.mu is held.
+func (b *breaker) remember(cfg unsafe.Pointer, until time.Time, busy bool) {
+	w := b.word.Load()
+	if oe := b.open.Load(); oe != nil && oe.word == w && oe.cfg == cfg && oe.until.Equal(until) && oe.busy == busy {
+		return
+	}
+	b.open.Store(&openEnd{word: w, cfg: cfg, until: until, busy: busy})
 }
 
 func (b *breaker) load() (st, gen uint64) {
@@ -216,11 +243,25 @@ func (r *Breakers) getOrCreate(provider string, profile Profile) *breaker {
 // spec defaults when the profile is not configured, sanitised so a bad value
 // cannot wedge a breaker.
 func (r *Breakers) profileCfg(profile Profile) BreakerProfile {
-	var p BreakerProfile
-	ok := false
-	if r.cfg != nil {
-		p, ok = r.cfg()[profile]
+	return profileCfgIn(r.config(), profile)
+}
+
+// config is the current BreakerConfig (nil without a config source).
+func (r *Breakers) config() BreakerConfig {
+	if r.cfg == nil {
+		return nil
 	}
+	return r.cfg()
+}
+
+// mapIdentity tells BreakerConfig maps apart without reading them. The
+// settings build a new map for every document and never change one they
+// handed out, so the same identity means the same settings.
+func mapIdentity(m BreakerConfig) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&m)) }
+
+// profileCfgIn is profile's config in m, defaults filled in and bounded.
+func profileCfgIn(m BreakerConfig, profile Profile) BreakerProfile {
+	p, ok := m[profile]
 	if !ok {
 		switch profile {
 		case services.AuthOAuth:
@@ -277,6 +318,16 @@ func (r *Breakers) Allow(provider string, profile Profile) (ok bool, probe bool,
 	if w&brkStateMask <= brkDegraded {
 		return true, false, w >> brkStateBits, 0
 	}
+	// OPEN and not yet due for the half-open probe, or HALF_OPEN with every
+	// probe out: answered from what allowSlow recorded, without the mutex.
+	if oe := b.open.Load(); oe != nil && oe.word == w && mapIdentity(r.config()) == oe.cfg {
+		if oe.busy {
+			return false, false, w >> brkStateBits, breakerHalfOpenBusyRetry
+		}
+		if now := r.clock.Now(); now.Before(oe.until) {
+			return false, false, w >> brkStateBits, oe.until.Sub(now)
+		}
+	}
 	return r.allowSlow(b, profile)
 }
 
@@ -286,7 +337,8 @@ func (r *Breakers) allowSlow(b *breaker, profile Profile) (bool, bool, uint64, t
 	if b.profile == "" {
 		b.profile = profile
 	}
-	p := r.profileCfg(b.profile)
+	cfg := r.config()
+	p := profileCfgIn(cfg, b.profile)
 	op, transitioned := r.refreshLocked(b, p, now)
 	st, gen := b.load()
 	var (
@@ -297,13 +349,16 @@ func (r *Breakers) allowSlow(b *breaker, profile Profile) (bool, bool, uint64, t
 	case brkClosed, brkDegraded:
 		ok = true
 	case brkOpen:
-		retry = b.openedAt.Add(time.Duration(effectiveResetMs(p, b.openCycleCount)) * time.Millisecond).Sub(now)
+		until := b.openedAt.Add(time.Duration(effectiveResetMs(p, b.openCycleCount)) * time.Millisecond)
+		retry = until.Sub(now)
+		b.remember(mapIdentity(cfg), until, false)
 	case brkHalfOpen:
 		if b.halfOpenInFlight < p.HalfOpenRequests {
 			b.halfOpenInFlight++
 			ok, probe = true, true
 		} else {
 			retry = breakerHalfOpenBusyRetry
+			b.remember(mapIdentity(cfg), time.Time{}, true)
 		}
 	}
 	b.mu.Unlock()
@@ -327,6 +382,7 @@ func (r *Breakers) refreshLocked(b *breaker, p BreakerProfile, now time.Time) (b
 	}
 	b.set(brkHalfOpen, gen+1)
 	b.halfOpenInFlight = 0
+	b.open.Store(nil) // fewer probes out: no longer busy
 	return r.snapshotLocked(b, now), true
 }
 
@@ -420,6 +476,7 @@ func (r *Breakers) Success(provider string, gen uint64, probe bool) {
 		b.failureCount, b.openCycleCount = 0, 0
 		b.count.Store(0)
 		b.halfOpenInFlight = 0
+		b.open.Store(nil) // fewer probes out: no longer busy
 		b.openedAt = time.Time{}
 		op, write, transition, to = r.snapshotLocked(b, now), true, true, brkClosed
 	case st == brkClosed || st == brkDegraded:
@@ -490,6 +547,7 @@ func (r *Breakers) Failure(provider string, profile Profile, gen uint64, probe, 
 		b.openedAt = now
 		b.lastFailureAt, b.lastFailureReason = now, reason
 		b.halfOpenInFlight = 0
+		b.open.Store(nil) // fewer probes out: no longer busy
 		b.set(brkOpen, cur+1)
 		op, write, transition, to = r.snapshotLocked(b, now), true, true, brkOpen
 	case !probe && (st == brkClosed || st == brkDegraded):
@@ -532,6 +590,7 @@ func (r *Breakers) ReleaseProbe(provider string, gen uint64) {
 	b.mu.Lock()
 	if st, cur := b.load(); st == brkHalfOpen && cur == gen && b.halfOpenInFlight > 0 {
 		b.halfOpenInFlight--
+		b.open.Store(nil) // fewer probes out: no longer busy
 	}
 	b.mu.Unlock()
 }
@@ -619,6 +678,7 @@ func resetBreakerLocked(b *breaker) bool {
 	had := st != brkClosed || b.failureCount != 0
 	b.set(brkClosed, gen+1)
 	b.failureCount, b.openCycleCount, b.halfOpenInFlight = 0, 0, 0
+	b.open.Store(nil) // fewer probes out: no longer busy
 	b.count.Store(0)
 	b.openedAt, b.lastFailureAt, b.lastFailureReason = time.Time{}, time.Time{}, ""
 	return had
@@ -733,6 +793,7 @@ func (r *Breakers) Restore(ctx context.Context) error {
 		b.halfOpenInFlight = 0
 		b.lastWrite = s.UpdatedAt
 		b.dirty.Store(false)
+		b.open.Store(nil) // openedAt may differ under an unchanged word
 		b.set(st, s.Generation&(1<<(64-brkStateBits)-1))
 		b.mu.Unlock()
 	}

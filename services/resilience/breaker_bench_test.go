@@ -1,21 +1,44 @@
 package resilience_test
 
 import (
+	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"switchyard/internal/testkit"
 	"switchyard/services"
 	"switchyard/services/resilience"
 )
+
+// benchClock is the wall clock shifted by an offset that Set and Advance move.
+type benchClock struct{ off atomic.Int64 }
+
+func (c *benchClock) Now() time.Time          { return time.Now().Add(time.Duration(c.off.Load())) }
+func (c *benchClock) Set(t time.Time)         { c.off.Store(int64(time.Until(t))) }
+func (c *benchClock) Advance(d time.Duration) { c.off.Add(int64(d)) }
+func (c *benchClock) Wait(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
 
 // breakerIn returns breakers with provider "deepseek" (API-key profile) in
 // state: CLOSED after one counted failure, OPEN after the failure threshold,
 // or HALF_OPEN with its one probe admitted and still in flight, the state a
 // request meets while the probe runs.
+//
+// The clock is the wall clock moved by an offset (benchClock): lock-free like
+// the production RealClock. The test FakeClock takes a mutex per Now, which
+// under RunParallel measured the clock's contention rather than the breaker's.
 func breakerIn(tb testing.TB, state resilience.BreakerState) *resilience.Breakers {
 	tb.Helper()
-	clock := testkit.NewFakeClock(bkT0)
+	clock := &benchClock{}
+	clock.Set(bkT0)
 	cfg := bkDefaults()
 	br := resilience.NewBreakers(clock, func() resilience.BreakerConfig { return cfg }, newBkMemStore(), nil)
 	fail := func() {
