@@ -243,21 +243,26 @@ func lru(c []Candidate) int {
 	return best
 }
 
-// p2c draws two distinct connections and keeps the better one.
-type p2c struct{}
-
-func (p2c) pick(s *Selector, req request) int {
-	k := len(req.eligible)
-	if k == 1 {
-		return 0
-	}
+// drawTwo draws two distinct indexes below k (k ≥ 2), uniformly.
+func (s *Selector) drawTwo(k int) (i, j int) {
 	s.rngMu.Lock()
-	i := s.rng.IntN(k)
-	j := s.rng.IntN(k - 1)
+	i = s.rng.IntN(k)
+	j = s.rng.IntN(k - 1)
 	s.rngMu.Unlock()
 	if j >= i {
 		j++
 	}
+	return i, j
+}
+
+// p2c draws two distinct connections and keeps the better one.
+type p2c struct{}
+
+func (p2c) pick(s *Selector, req request) int {
+	if len(req.eligible) == 1 {
+		return 0
+	}
+	i, j := s.drawTwo(len(req.eligible))
 	if p2cBetter(req.eligible[j], req.eligible[i], j < i) {
 		return j
 	}

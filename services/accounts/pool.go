@@ -119,17 +119,10 @@ func leastUsedPool(p *Pool) int {
 }
 
 func (s *Selector) p2cPool(p *Pool) int {
-	k := len(p.IDs)
-	if k == 1 {
+	if len(p.IDs) == 1 {
 		return 0
 	}
-	s.rngMu.Lock()
-	i := s.rng.IntN(k)
-	j := s.rng.IntN(k - 1)
-	s.rngMu.Unlock()
-	if j >= i {
-		j++
-	}
+	i, j := s.drawTwo(len(p.IDs))
 	cand := func(x int) Candidate {
 		inFlight, rate := p.Src.Load(x)
 		return Candidate{BackoffLevel: p.Backoff[x], InFlight: inFlight, SuccessRate: rate}
