@@ -92,7 +92,10 @@ func (c *config) asMap() map[string]any {
 		"idle_streams": c.idleStreams, "idle_settle": c.idleSettle.String(),
 		"fault_rate": c.faultRate, "fault_duration": c.faultDuration.String(), "fault_start": c.faultStart.String(),
 		"fault_length": c.faultLength.String(),
-		"topology":     c.topology, "pin": c.pin, "gomaxprocs_harness": runtime.GOMAXPROCS(0),
+		"topology":     c.topology, "pin": c.pin,
+		// pinned: (b) and (d) streaming cost ran with the proxy on CPU 0 at
+		// GOMAXPROCS=1; gomaxprocs: the proxies' GOMAXPROCS in the other scenarios.
+		"pinned": c.topology == "procs" && canPin(c), "gomaxprocs": runtime.NumCPU(),
 	}
 }
 
