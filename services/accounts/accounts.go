@@ -335,15 +335,22 @@ func (strictRandom) pick(s *Selector, req request) int {
 	for _, c := range req.eligible {
 		ps.deck = append(ps.deck, c.ID)
 	}
+	var first string
+	first, ps.deck = s.shuffleDeal(ps.deck)
+	return indexOf(req.eligible, first)
+}
+
+// shuffleDeal shuffles a new deck (Fisher–Yates under the selector's rng)
+// and deals its first card.
+func (s *Selector) shuffleDeal(deck []string) (string, []string) {
 	s.rngMu.Lock()
-	for i := len(ps.deck) - 1; i > 0; i-- {
+	for i := len(deck) - 1; i > 0; i-- {
 		j := s.rng.IntN(i + 1)
-		ps.deck[i], ps.deck[j] = ps.deck[j], ps.deck[i]
+		deck[i], deck[j] = deck[j], deck[i]
 	}
 	s.rngMu.Unlock()
-	first := ps.deck[0]
-	ps.deck = slices.Delete(ps.deck, 0, 1)
-	return indexOf(req.eligible, first)
+	first := deck[0]
+	return first, slices.Delete(deck, 0, 1)
 }
 
 // takeEligible finds the first card of the deck that is eligible now and

@@ -142,14 +142,8 @@ func (s *Selector) strictRandomPool(provider string, p *Pool) int {
 		return i
 	}
 	ps.deck = append(ps.deck[:0], p.IDs...)
-	s.rngMu.Lock()
-	for i := len(ps.deck) - 1; i > 0; i-- {
-		j := s.rng.IntN(i + 1)
-		ps.deck[i], ps.deck[j] = ps.deck[j], ps.deck[i]
-	}
-	s.rngMu.Unlock()
-	first := ps.deck[0]
-	ps.deck = slices.Delete(ps.deck, 0, 1)
+	var first string
+	first, ps.deck = s.shuffleDeal(ps.deck)
 	return p.Src.Index(first)
 }
 
