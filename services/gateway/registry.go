@@ -20,6 +20,7 @@ type Snapshot struct {
 	Catalogue  *services.Catalogue
 	byProvider map[string][]*services.Connection
 	byID       map[string]*services.Connection
+	all        []services.Connection      // list order (services.SortConnections)
 	combos     []services.Combo           // list order
 	comboName  map[string]*services.Combo // exact name → combo
 	comboID    map[string]*services.Combo
@@ -28,6 +29,12 @@ type Snapshot struct {
 // Connections returns a provider's connections in configured order
 // (priority asc, created, id), disabled ones included.
 func (s *Snapshot) Connections(provider string) []*services.Connection { return s.byProvider[provider] }
+
+// All returns every connection in list order: provider in catalogue order,
+// priority, name (as services.Connections.List). The slice is shared and
+// must not be modified; the dashboard reads names and configuration from it
+// instead of the store.
+func (s *Snapshot) All() []services.Connection { return s.all }
 
 // Connection finds one connection by id.
 func (s *Snapshot) Connection(id string) (*services.Connection, bool) {
@@ -134,6 +141,10 @@ func (r *Registry) Reload(ctx context.Context) error {
 		c := &conns[i]
 		s.byProvider[c.Provider] = append(s.byProvider[c.Provider], c)
 		s.byID[c.ID] = c
+	}
+	s.all = append([]services.Connection(nil), conns...)
+	if s.Catalogue != nil {
+		services.SortConnections(s.all, s.Catalogue)
 	}
 	for _, list := range s.byProvider {
 		sort.SliceStable(list, func(i, j int) bool {

@@ -1,0 +1,169 @@
+// Package health owns the admin health report (40-admin-api §4.1): its
+// shape, what makes it degraded, and the resilience sections it takes from
+// the read model. GET /api/monitoring/health writes it as JSON and the
+// dashboard's Health page renders the same value; the app fills in what
+// only it can measure (database, process).
+package health
+
+import (
+	"strconv"
+	"time"
+
+	"switchyard/services/resilience"
+)
+
+// Report statuses.
+const (
+	StatusOK       = "ok"
+	StatusDegraded = "degraded"
+	StatusDown     = "down"
+)
+
+// timeLayout is RFC 3339 in UTC with milliseconds (40-admin-api §1).
+const timeLayout = "2006-01-02T15:04:05.000Z"
+
+// Report is the admin body of GET /api/monitoring/health.
+type Report struct {
+	Status   string         `json:"status"`
+	Reasons  []string       `json:"reasons"`
+	Time     string         `json:"time"`
+	Version  string         `json:"version"`
+	UptimeS  int64          `json:"uptimeS"`
+	Database Database       `json:"database"`
+	Runtime  Runtime        `json:"runtime"`
+	Demo     bool           `json:"demo"`
+	KeyID    string         `json:"secretKeyId"`
+	Listen   string         `json:"listenAddr"`
+	Counts   map[string]int `json:"counts"`
+
+	Breakers            []resilience.BreakerStatus    `json:"breakers"`
+	WindowGate          []resilience.WindowGateStatus `json:"windowGate"`
+	CoolingConnections  []Cooling                     `json:"coolingConnections"`
+	TerminalConnections []Terminal                    `json:"terminalConnections"`
+	ModelLockouts       ModelLockouts                 `json:"modelLockouts"`
+	RequestLog          RequestLog                    `json:"requestLog"`
+
+	// At is when the report was built (Time, unformatted).
+	At time.Time `json:"-"`
+}
+
+// Database is the database section.
+type Database struct {
+	OK            bool    `json:"ok"`
+	PingMs        float64 `json:"pingMs"`
+	SchemaVersion string  `json:"schemaVersion"`
+	WalBytes      int64   `json:"walBytes"`
+	Path          string  `json:"path"`
+}
+
+// Runtime is the process section.
+type Runtime struct {
+	GoVersion      string `json:"goVersion"`
+	Goroutines     int    `json:"goroutines"`
+	HeapInuseBytes uint64 `json:"heapInuseBytes"`
+}
+
+// Cooling is a connection in a running cooldown.
+type Cooling struct {
+	ID               string `json:"id"`
+	Provider         string `json:"provider"`
+	Name             string `json:"name"`
+	RateLimitedUntil string `json:"rateLimitedUntil"`
+	RemainingMs      int64  `json:"remainingMs"`
+	BackoffLevel     int    `json:"backoffLevel"`
+	LastErrorReason  string `json:"lastErrorReason"`
+}
+
+// Terminal is a connection in a terminal state.
+type Terminal struct {
+	ID             string `json:"id"`
+	Provider       string `json:"provider"`
+	Name           string `json:"name"`
+	TerminalStatus string `json:"terminalStatus"`
+	TerminalAt     string `json:"terminalAt,omitempty"`
+}
+
+// ModelLockouts counts the active model lockouts.
+type ModelLockouts struct {
+	Active int `json:"active"`
+}
+
+// RequestLog is the request-log writer's queue.
+type RequestLog struct {
+	QueueDepth int64 `json:"queueDepth"`
+	Dropped    int64 `json:"dropped"`
+}
+
+// Facts are what the app measured for one report.
+type Facts struct {
+	Now, StartedAt time.Time
+	Version, KeyID string
+	Listen         string
+	Demo           bool
+	Database       Database
+	Runtime        Runtime
+	RequestLog     RequestLog
+	// Resilience is the read model; its connections are the in-memory
+	// ones, so the report lists them even while the database is down.
+	Resilience resilience.Snapshot
+}
+
+// Build assembles the report: down when the database does not answer,
+// degraded with its reasons (an open or half-open breaker, an enabled
+// terminal connection, request-log drops), else ok.
+func Build(f Facts) Report {
+	r := Report{Status: StatusOK, Reasons: []string{}, Time: f.Now.UTC().Format(timeLayout), At: f.Now, Version: f.Version,
+		UptimeS: int64(f.Now.Sub(f.StartedAt).Seconds()), Demo: f.Demo, KeyID: f.KeyID, Listen: f.Listen,
+		Database: f.Database, Runtime: f.Runtime, Counts: map[string]int{}, RequestLog: f.RequestLog,
+		CoolingConnections: []Cooling{}, TerminalConnections: []Terminal{}}
+	if !f.Database.OK {
+		r.Status = StatusDown
+		r.Reasons = append(r.Reasons, "database_unreachable")
+	}
+	snap := f.Resilience
+	r.Breakers, r.WindowGate = snap.Breakers, snap.WindowGate
+	r.ModelLockouts.Active = len(snap.Lockouts)
+	for _, b := range r.Breakers {
+		if b.State == resilience.BreakerOpen || b.State == resilience.BreakerHalfOpen {
+			r.Reasons = append(r.Reasons, "breaker_open:"+b.Provider)
+		}
+	}
+	r.Counts["connections"] = len(snap.Connections)
+	terminal := 0
+	for _, cs := range snap.Connections {
+		c, st := cs.Conn, cs.Conn.State
+		switch cs.Condition {
+		case resilience.ConditionTerminal:
+			if c.Enabled {
+				terminal++
+			}
+			t := Terminal{ID: c.ID, Provider: c.Provider, Name: c.Name, TerminalStatus: st.TerminalStatus}
+			if st.TerminalAt != nil {
+				t.TerminalAt = st.TerminalAt.UTC().Format(timeLayout)
+			}
+			r.TerminalConnections = append(r.TerminalConnections, t)
+		case resilience.ConditionCooling:
+			r.CoolingConnections = append(r.CoolingConnections, Cooling{ID: c.ID, Provider: c.Provider, Name: c.Name,
+				RateLimitedUntil: cs.Until.UTC().Format(timeLayout), RemainingMs: cs.Until.Sub(f.Now).Milliseconds(),
+				BackoffLevel: st.BackoffLevel, LastErrorReason: st.LastErrorReason})
+		}
+	}
+	if terminal > 0 {
+		r.Reasons = append(r.Reasons, "terminal_connections:"+strconv.Itoa(terminal))
+	}
+	if f.RequestLog.Dropped > 0 {
+		r.Reasons = append(r.Reasons, "request_log_drops")
+	}
+	if r.Status == StatusOK && len(r.Reasons) > 0 {
+		r.Status = StatusDegraded
+	}
+	return r
+}
+
+// Public is the body anyone may read: {"status": "ok"} or {"status": "down"}.
+func (r Report) Public() map[string]string {
+	if r.Status == StatusDown {
+		return map[string]string{"status": StatusDown}
+	}
+	return map[string]string{"status": StatusOK}
+}
