@@ -32,7 +32,7 @@ func statusOf(err error, api bool) int {
 		// First: a store that cannot answer is 503 whatever wrapped it.
 		return http.StatusServiceUnavailable
 	case errors.As(err, &gerr):
-		return gerr.Status
+		return gerr.HTTPStatus()
 	case errors.As(err, &rerr):
 		return rerr.Status
 	case errors.As(err, &verr):

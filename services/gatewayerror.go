@@ -10,8 +10,13 @@ import (
 // GatewayError is a /v1 error with its code of 10-gateway-api §9.3. The
 // error handler writes it in the caller's dialect (OpenAI or Anthropic).
 type GatewayError struct {
+	// Code names the error (the Code* constants, or an upstream code relayed
+	// as a caller fault).
+	Code string
+	// Status is the HTTP status: the code's (NewGatewayError), or the
+	// upstream's where the upstream decides it (upstream_error ≥ 500, a
+	// relayed caller fault). 0 reads as the code's status.
 	Status      int
-	Code        string
 	Message     string
 	Param       string
 	RetryAfter  int // seconds; > 0 sets Retry-After
@@ -23,19 +28,53 @@ type GatewayError struct {
 
 func (e *GatewayError) Error() string { return e.Message }
 
+// NewGatewayError builds the error of code with the code's status
+// (StatusOfCode; 400 for a code the table does not fix).
+func NewGatewayError(code, msg string) *GatewayError {
+	return &GatewayError{Status: codeStatusOr400(code), Code: code, Message: msg}
+}
+
+// WithParam names the request field the error is about.
+func (e *GatewayError) WithParam(param string) *GatewayError {
+	e.Param = param
+	return e
+}
+
+// WithRetryAfter sets Retry-After, in seconds.
+func (e *GatewayError) WithRetryAfter(seconds int) *GatewayError {
+	e.RetryAfter = seconds
+	return e
+}
+
+func codeStatusOr400(code string) int {
+	if s := StatusOfCode(code); s != 0 {
+		return s
+	}
+	return http.StatusBadRequest
+}
+
+// HTTPStatus is the status the error answers with: Status when set, else
+// the code's (400 for a code the table does not know).
+func (e *GatewayError) HTTPStatus() int {
+	if e.Status != 0 {
+		return e.Status
+	}
+	return codeStatusOr400(e.Code)
+}
+
 // openAIType and anthropicType map a gateway error to each dialect's type.
 func (e *GatewayError) openAIType() string {
 	if strings.HasPrefix(e.Code, "LEASE_") {
 		return "lease_error"
 	}
-	switch {
-	case e.Status == 401:
+	switch status := e.HTTPStatus(); {
+	case status == 401:
 		return "authentication_error"
-	case e.Status == 403:
+	case status == 403:
 		return "permission_error"
-	case e.Status == 429:
+	case status == 429:
 		return "rate_limit_error"
-	case e.Status >= 500:
+	case status >= 500:
 		return "server_error"
 	}
 	return "invalid_request_error"
@@ -45,48 +84,31 @@ func (e *GatewayError) openAIType() string {
 func (e *GatewayError) AnthropicType() string { return e.anthropicType() }
 
 func (e *GatewayError) anthropicType() string {
-	switch {
-	case e.Status == 401:
+	switch status := e.HTTPStatus(); {
+	case status == 401:
 		return "authentication_error"
-	case e.Status == 403:
+	case status == 403:
 		return "permission_error"
-	case e.Status == 404:
+	case status == 404:
 		return "not_found_error"
-	case e.Status == 413:
+	case status == 413:
 		return "request_too_large"
-	case e.Status == 429:
+	case status == 429:
 		return "rate_limit_error"
-	case e.Status == 503:
+	case status == 503:
 		return "overloaded_error"
-	case e.Status == 504:
+	case status == 504:
 		return "timeout_error"
-	case e.Status >= 500:
+	case status >= 500:
 		return "api_error"
 	}
 	return "invalid_request_error"
 }
 
-// GatewayErrorFromStatus builds a generic gateway error for a bare status.
+// GatewayErrorFromStatus builds a generic gateway error for a bare status
+// (an error that carries no code of its own).
 func GatewayErrorFromStatus(status int, msg string) *GatewayError {
-	code := "invalid_request"
-	switch status {
-	case 401:
-		code = "invalid_api_key"
-	case 404:
-		code = "endpoint_not_found"
-	case 405:
-		code = "method_not_allowed"
-	case 413:
-		code = "request_too_large"
-	case 415:
-		code = "unsupported_media_type"
-	case 429:
-		code = "rate_limit_exceeded"
-	}
-	if status >= 500 {
-		code = "internal_error"
-	}
-	return &GatewayError{Status: status, Code: code, Message: msg}
+	return &GatewayError{Status: status, Code: GatewayCodeOfStatus(status), Message: msg}
 }
 
 // WriteGatewayError writes e in the shape of the endpoint at path.
@@ -94,9 +116,10 @@ func WriteGatewayError(w http.ResponseWriter, path string, e *GatewayError, requ
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
+	status := e.HTTPStatus()
 	if e.RetryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(e.RetryAfter))
-	} else if e.Status == 429 || e.Status == 503 {
+	} else if status == 429 || status == 503 {
 		h.Set("Retry-After", "1")
 	}
 	var body any
@@ -120,6 +143,6 @@ func WriteGatewayError(w http.ResponseWriter, path string, e *GatewayError, requ
 		body = m
 	}
 	b, _ := json.Marshal(body)
-	w.WriteHeader(e.Status)
+	w.WriteHeader(status)
 	_, _ = w.Write(b)
 }

@@ -34,8 +34,7 @@ func (g *Gateway) serveOwnExecutor(w http.ResponseWriter, r *http.Request, req *
 		rec := newLogRecord(req)
 		rec.ComboName, rec.Strategy = c.Name, c.Strategy
 		out := newClientWriter(w, r, req, g.current())
-		g.fail(out, &attemptState{log: rec}, &services.GatewayError{Status: 400, Code: "unsupported_parameter", Param: "model",
-			Message: "The " + c.Strategy + " combo '" + c.Name + "' serves /v1/chat/completions and /v1/messages only."})
+		g.fail(out, &attemptState{log: rec}, services.NewGatewayError(services.CodeUnsupportedParameter, "The "+c.Strategy+" combo '"+c.Name+"' serves /v1/chat/completions and /v1/messages only.").WithParam("model"))
 		rec.finish(g.clock.Now(), out)
 		return rec
 	}
@@ -204,8 +203,7 @@ func (g *Gateway) serveFusion(w http.ResponseWriter, r *http.Request, req *Reque
 		rec := newLogRecord(req)
 		if lastFail.mw.status == 0 { // cut by panelHardTimeoutMs before any answer
 			out := newClientWriter(w, r, req, g.current())
-			g.fail(out, &attemptState{log: rec}, &services.GatewayError{Status: 504, Code: "upstream_timeout",
-				Message: "No fusion panel member answered within fusion.panelHardTimeoutMs."})
+			g.fail(out, &attemptState{log: rec}, services.NewGatewayError(services.CodeUpstreamTimeout, "No fusion panel member answered within fusion.panelHardTimeoutMs."))
 			rec.finish(g.clock.Now(), out)
 			return sum(rec)
 		}
@@ -515,10 +513,10 @@ func (g *Gateway) servePipeline(w http.ResponseWriter, r *http.Request, req *Req
 		out := newClientWriter(w, r, req, g.current())
 		e := &services.GatewayError{Status: status, Code: errorCode(body), Message: msg}
 		if e.Code == "" {
-			e.Code = "upstream_error"
+			e.Code = services.CodeUpstreamError
 		}
 		if status < 400 || status == 500 {
-			e.Status, e.Code = 502, "upstream_error" // a failed step is a bad gateway answer (§10.19 case 2)
+			e.Status, e.Code = http.StatusBadGateway, services.CodeUpstreamError // a failed step is a bad gateway answer (§10.19 case 2)
 		}
 		final := newLogRecord(req)
 		g.fail(out, &attemptState{log: final}, e)
@@ -566,7 +564,7 @@ func (g *Gateway) servePipeline(w http.ResponseWriter, r *http.Request, req *Req
 	}
 	out := newClientWriter(w, r, req, g.current())
 	rec := newLogRecord(req)
-	g.fail(out, &attemptState{log: rec}, &services.GatewayError{Status: 404, Code: "no_executable_targets", Message: "The pipeline has no steps."})
+	g.fail(out, &attemptState{log: rec}, services.NewGatewayError(services.CodeNoExecutableTargets, "The pipeline has no steps."))
 	rec.finish(g.clock.Now(), out)
 	return finish(rec)
 }

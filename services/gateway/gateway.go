@@ -724,7 +724,7 @@ func (g *Gateway) walkTarget(ctx context.Context, out *clientWriter, s *Snapshot
 			// in band once the stream is committed.
 			g.res.Release(adm)
 			g.obs.Attempt(t.provider.ID, "aborted")
-			e := &services.GatewayError{Status: 503, Code: "server_shutting_down", Message: "The server is shutting down; retry the request."}
+			e := services.NewGatewayError(services.CodeServerShuttingDown, "The server is shutting down; retry the request.")
 			if out.committedUseful() {
 				out.streamError(e)
 				st.log.Outcome, st.log.Status, st.log.ErrorCode = "upstream_error", 200, e.Code
@@ -740,9 +740,9 @@ func (g *Gateway) walkTarget(ctx context.Context, out *clientWriter, s *Snapshot
 				return true, "", true
 			}
 			var ue *translate.UnsupportedError
-			e := &services.GatewayError{Status: 400, Code: "invalid_request", Message: "The request cannot be translated: " + res.callerErr.Error()}
+			e := services.NewGatewayError(services.CodeInvalidRequest, "The request cannot be translated: "+res.callerErr.Error())
 			if errors.As(res.callerErr, &ue) {
-				e = &services.GatewayError{Status: 400, Code: "unsupported_parameter", Param: ue.Param, Message: ue.Message}
+				e = services.NewGatewayError(services.CodeUnsupportedParameter, ue.Message).WithParam(ue.Param)
 			}
 			g.fail(out, st, e)
 			return true, "", true
@@ -769,7 +769,7 @@ func (g *Gateway) walkTarget(ctx context.Context, out *clientWriter, s *Snapshot
 			st.onlyLocal = false
 			lastReason = resilience.ReasonTransient
 			if res.postCommit {
-				e := &services.GatewayError{Status: 504, Code: "STREAM_THROUGHPUT_TOO_LOW", Message: "The upstream stream was too slow and was stopped."}
+				e := services.NewGatewayError(services.CodeStreamThroughputTooLow, "The upstream stream was too slow and was stopped.")
 				out.streamError(e)
 				st.log.Outcome, st.log.Status, st.log.ErrorCode = "upstream_error", 200, e.Code
 				return true, lastReason, true
@@ -1129,7 +1129,7 @@ func (g *Gateway) send(ctx context.Context, t target, c *services.Connection, pa
 func (g *Gateway) relayCallerError(out *clientWriter, st *attemptState, res result, o resilience.Outcome) {
 	code, _, msg := parseUpstreamError(res.body)
 	if !upstreamCode.MatchString(code) {
-		code = "invalid_request"
+		code = services.CodeInvalidRequest
 	}
 	status := o.Status
 	if status < 400 || status > 499 {
@@ -1145,19 +1145,19 @@ func (g *Gateway) relayCallerError(out *clientWriter, st *attemptState, res resu
 // fail writes the final error: an HTTP error before commit, an in-band
 // error frame after a keepalive commit.
 func (g *Gateway) fail(out *clientWriter, st *attemptState, e *services.GatewayError) {
-	st.log.Status, st.log.ErrorCode = e.Status, e.Code
+	st.log.Status, st.log.ErrorCode = e.HTTPStatus(), e.Code
 	switch {
-	case e.Status >= 500 || e.Code == "upstream_rate_limited" || e.Code == "model_cooldown":
+	case e.HTTPStatus() >= 500 || e.Code == services.CodeUpstreamRateLimited || e.Code == services.CodeModelCooldown:
 		st.log.Outcome = "upstream_error"
 	default:
 		st.log.Outcome = "client_error"
 	}
 	if st.attempts == 0 {
 		switch e.Code {
-		case "provider_circuit_open", "model_cooldown", "all_targets_cooling_down", "no_executable_targets":
+		case services.CodeProviderCircuitOpen, services.CodeModelCooldown, services.CodeAllTargetsCoolingDown, services.CodeNoExecutableTargets:
 			g.obs.PoolExhausted(e.Code)
 		}
-		if e.Code == "all_targets_cooling_down" && g.log != nil {
+		if e.Code == services.CodeAllTargetsCoolingDown && g.log != nil {
 			g.log.Warn("all targets cooling down", "request_id", out.req.ID, "model", out.req.Model,
 				"reasons", exclusionReasons(st.diag), "retry_after_s", e.RetryAfter)
 		}
@@ -1199,20 +1199,15 @@ func (g *Gateway) answerFor(req *Request, st *attemptState) *services.GatewayErr
 		switch {
 		case st.bestToolLimit.Provider != "" && onlyToolLimits(st):
 			l := st.bestToolLimit
-			return &services.GatewayError{Status: 400, Code: "tool_limit_exceeded", Param: "tools",
-				Message: fmt.Sprintf("The request has %d tools; the largest limit known for this request's targets is %d (%s/%s).", req.ToolCount, l.MaxTools, l.Provider, l.Model)}
+			return services.NewGatewayError(services.CodeToolLimitExceeded, fmt.Sprintf("The request has %d tools; the largest limit known for this request's targets is %d (%s/%s).", req.ToolCount, l.MaxTools, l.Provider, l.Model)).WithParam("tools")
 		case direct && st.timers["circuit_open"]:
-			return &services.GatewayError{Status: 503, Code: "provider_circuit_open", RetryAfter: timerSecs(),
-				Message: "The provider's circuit breaker is open after repeated failures; retry after " + strconv.Itoa(timerSecs()) + " s."}
+			return services.NewGatewayError(services.CodeProviderCircuitOpen, "The provider's circuit breaker is open after repeated failures; retry after "+strconv.Itoa(timerSecs())+" s.").WithRetryAfter(timerSecs())
 		case direct && st.timers["model_lockout"] && len(st.timers) == 1 && !st.noTimer:
-			return &services.GatewayError{Status: 429, Code: "model_cooldown", RetryAfter: timerSecs(),
-				Message: "This model is locked out on every connection; retry after " + strconv.Itoa(timerSecs()) + " s."}
+			return services.NewGatewayError(services.CodeModelCooldown, "This model is locked out on every connection; retry after "+strconv.Itoa(timerSecs())+" s.").WithRetryAfter(timerSecs())
 		case len(st.timers) > 0:
-			return &services.GatewayError{Status: 503, Code: "all_targets_cooling_down", RetryAfter: timerSecs(),
-				Message: "Every target is cooling down; retry after " + strconv.Itoa(timerSecs()) + " s."}
+			return services.NewGatewayError(services.CodeAllTargetsCoolingDown, "Every target is cooling down; retry after "+strconv.Itoa(timerSecs())+" s.").WithRetryAfter(timerSecs())
 		}
-		return &services.GatewayError{Status: 404, Code: "no_executable_targets",
-			Message: "No connection can serve this request: add or enable a connection for its provider, or check the key's allowed connections."}
+		return services.NewGatewayError(services.CodeNoExecutableTargets, "No connection can serve this request: add or enable a connection for its provider, or check the key's allowed connections.")
 	}
 	var le *traffic.LimitError
 	if st.onlyLocal && errors.As(st.localErr, &le) {
@@ -1244,36 +1239,35 @@ func (g *Gateway) answerFor(req *Request, st *attemptState) *services.GatewayErr
 	case last != nil && last.Reason == resilience.ReasonCallerError:
 		code, _, _ := parseUpstreamError(res.body)
 		if !upstreamCode.MatchString(code) {
-			code = "invalid_request"
+			code = services.CodeInvalidRequest
 		}
 		return &services.GatewayError{Status: clampCaller(status), Code: code, Message: "The upstream rejected the request: " + msg}
 	case res.watchdog:
-		return &services.GatewayError{Status: 504, Code: "STREAM_THROUGHPUT_TOO_LOW", Message: "The upstream stream was too slow and was stopped."}
+		return services.NewGatewayError(services.CodeStreamThroughputTooLow, "The upstream stream was too slow and was stopped.")
 	case status == 0 && res.timeout:
-		return &services.GatewayError{Status: 504, Code: "upstream_timeout", Message: "The upstream did not answer in time."}
+		return services.NewGatewayError(services.CodeUpstreamTimeout, "The upstream did not answer in time.")
 	case status == 0:
-		return &services.GatewayError{Status: 502, Code: "upstream_error", Message: "The upstream failed: " + msg}
+		return services.NewGatewayError(services.CodeUpstreamError, "The upstream failed: "+msg)
 	case status == 404 && last.Reason == resilience.ReasonNotFound:
-		return &services.GatewayError{Status: 404, Code: "model_not_found", Message: "The upstream does not know this model: " + msg}
+		return services.NewGatewayError(services.CodeModelNotFound, "The upstream does not know this model: "+msg)
 	case status == 429:
-		return &services.GatewayError{Status: 429, Code: "upstream_rate_limited", RetryAfter: retryAfter(),
-			Message: "The upstream rate-limited every connection tried (429): " + msg}
+		return services.NewGatewayError(services.CodeUpstreamRateLimited, "The upstream rate-limited every connection tried (429): "+msg).WithRetryAfter(retryAfter())
 	case status == 401 || status == 402 || status == 403 || status == 407:
-		return &services.GatewayError{Status: 502, Code: "upstream_error", Message: "The upstream refused Switchyard's credentials (" + strconv.Itoa(status) + "): " + msg}
+		return services.NewGatewayError(services.CodeUpstreamError, "The upstream refused Switchyard's credentials ("+strconv.Itoa(status)+"): "+msg)
 	case status == 504:
-		return &services.GatewayError{Status: 504, Code: "upstream_timeout", Message: "The upstream timed out (504)."}
+		return services.NewGatewayError(services.CodeUpstreamTimeout, "The upstream timed out (504).")
 	case status >= 500:
 		s := status
 		if s == 529 || s > 599 {
 			s = 503
 		}
-		e := &services.GatewayError{Status: s, Code: "upstream_error", Message: "The upstream failed with " + strconv.Itoa(status) + ": " + msg}
+		e := &services.GatewayError{Status: s, Code: services.CodeUpstreamError, Message: "The upstream failed with " + strconv.Itoa(status) + ": " + msg}
 		if s == 503 {
 			e.RetryAfter = retryAfter()
 		}
 		return e
 	}
-	return &services.GatewayError{Status: 502, Code: "upstream_error", Message: "The upstream failed with " + strconv.Itoa(status) + ": " + msg}
+	return services.NewGatewayError(services.CodeUpstreamError, "The upstream failed with "+strconv.Itoa(status)+": "+msg)
 }
 
 func clampCaller(status int) int {
@@ -1323,7 +1317,7 @@ func (e *leaseFenceError) gatewayError() *services.GatewayError {
 	if errors.As(e.err, &le) {
 		return le.GatewayError()
 	}
-	return &services.GatewayError{Status: 409, Code: leases.CodeFenceStale, Message: "The lease changed while the request waited."}
+	return services.NewGatewayError(leases.CodeFenceStale, "The lease changed while the request waited.")
 }
 
 // resetPass starts a new walk after a cooldown-aware wait: a fresh excluded

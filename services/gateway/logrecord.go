@@ -173,7 +173,7 @@ func (r *LogRecord) finish(now time.Time, out *clientWriter) {
 	}
 	if out.isGone || out.r.Context().Err() != nil {
 		if r.Outcome != "success" && r.Outcome != "failover" || out.streamEnd != "completed" && r.Stream {
-			r.Status, r.Outcome, r.ErrorCode = 499, "aborted", "client_closed_request"
+			r.Status, r.Outcome, r.ErrorCode = 499, "aborted", services.CodeClientClosedRequest
 			if r.Stream {
 				r.StreamOutcome = "aborted"
 			}
@@ -191,9 +191,9 @@ func (g *Gateway) LogRejected(id, clientRequestID string, key services.APIKey, e
 		return
 	}
 	r := &LogRecord{ID: id, CreatedAt: received, ClientRequestID: clientRequestID, KeyID: key.ID, KeyName: key.Name, KeyPrefix: key.Prefix,
-		Endpoint: endpoint, Stream: stream, RequestedModel: model, Status: e.Status, ErrorCode: e.Code, Outcome: "client_error",
+		Endpoint: endpoint, Stream: stream, RequestedModel: model, Status: e.HTTPStatus(), ErrorCode: e.Code, Outcome: "client_error",
 		LatencyMs: g.clock.Now().Sub(received).Milliseconds()}
-	if e.Status >= 500 {
+	if e.HTTPStatus() >= 500 {
 		r.Outcome = "upstream_error"
 	}
 	g.logs.Record(r)

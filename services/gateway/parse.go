@@ -23,7 +23,7 @@ func DefaultLimits() Limits {
 }
 
 func invalid(param, msg string) *services.GatewayError {
-	return &services.GatewayError{Status: 400, Code: "invalid_request", Param: param, Message: msg}
+	return services.NewGatewayError(services.CodeInvalidRequest, msg).WithParam(param)
 }
 
 // CheckDepth scans JSON for nesting deeper than max without decoding it,

@@ -30,8 +30,7 @@ func ValidateModel(m string) *services.GatewayError {
 		}
 	}
 	if bad {
-		return &services.GatewayError{Status: 400, Code: "invalid_request", Param: "model",
-			Message: "model must be a string of 1 to 256 bytes of valid UTF-8 without control characters."}
+		return services.NewGatewayError(services.CodeInvalidRequest, "model must be a string of 1 to 256 bytes of valid UTF-8 without control characters.").WithParam("model")
 	}
 	return nil
 }
@@ -88,7 +87,7 @@ func comboRoute(c *services.Combo, key services.APIKey, requested string) (Route
 }
 
 func forbiddenModel(model string) *services.GatewayError {
-	return &services.GatewayError{Status: 403, Code: "model_not_allowed", Message: fmt.Sprintf("This API key may not use model %q.", model)}
+	return services.NewGatewayError(services.CodeModelNotAllowed, fmt.Sprintf("This API key may not use model %q.", model))
 }
 
 // usableProvider reports an enabled, non-terminal connection the key may use.
@@ -157,7 +156,9 @@ func notFound(s *Snapshot, key services.APIKey, model string) *services.GatewayE
 	if len(sugg) > 0 {
 		msg += " Did you mean: " + strings.Join(sugg, ", ") + "?"
 	}
-	return &services.GatewayError{Status: 404, Code: "model_not_found", Message: msg, Suggestions: sugg}
+	e := services.NewGatewayError(services.CodeModelNotFound, msg)
+	e.Suggestions = sugg
+	return e
 }
 
 func levenshtein(a, b string) int {

@@ -27,16 +27,6 @@ type Traffic struct {
 // SetTraffic installs the traffic mechanisms (nil fields are skipped).
 func (g *Gateway) SetTraffic(t *Traffic) { g.traffic = t }
 
-// protected reports whether a connection's dispatches go through the
-// request queue: opt-in per connection (BD 13), or inherited from
-// requestQueue.autoEnableApiKeyProviders for API-key connections.
-func protected(c *services.Connection, doc *resilience.Document) bool {
-	if c.RateLimitProtection != nil {
-		return *c.RateLimitProtection
-	}
-	return doc.RequestQueue.AutoEnableApiKeyProviders && c.AuthClass == services.AuthAPIKey
-}
-
 func queueConfig(doc *resilience.Document) traffic.QueueConfig {
 	q := doc.RequestQueue
 	return traffic.QueueConfig{RequestsPerMinute: q.RequestsPerMinute, MinTimeBetweenRequestsMs: q.MinTimeBetweenRequestsMs,
@@ -79,7 +69,7 @@ func (g *Gateway) admit(ctx context.Context, t target, c *services.Connection, r
 		}
 		a.release = release
 	}
-	if tr.Queues != nil && protected(c, doc) {
+	if tr.Queues != nil && doc.QueueProtected(c) {
 		cfg := queueConfig(doc).WithOverrides(c.RateLimitOverrides)
 		key := traffic.QueueKey(t.provider.ID, c.ID, "")
 		ticket, err := tr.Queues.Admit(ctx, key, cfg)

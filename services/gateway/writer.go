@@ -199,10 +199,10 @@ func (o *clientWriter) streamError(e *services.GatewayError) {
 }
 
 func errType(e *services.GatewayError) string {
-	switch {
-	case e.Status == 429:
+	switch status := e.HTTPStatus(); {
+	case status == 429:
 		return "rate_limit_error"
-	case e.Status >= 500:
+	case status >= 500:
 		return "server_error"
 	}
 	return "invalid_request_error"
@@ -255,7 +255,7 @@ func (o *clientWriter) writeError(e *services.GatewayError) {
 		return
 	}
 	o.w.Header().Set("X-Switchyard-Error-Code", e.Code)
-	o.isCommit, o.status = true, e.Status
+	o.isCommit, o.status = true, e.HTTPStatus()
 	services.WriteGatewayError(o.w, o.req.Endpoint, e, o.req.ID)
 }
 

@@ -24,7 +24,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"regexp"
 	"slices"
 	"strconv"
@@ -144,19 +143,19 @@ func (l Lease) Live(now time.Time) bool {
 	return l.State == StateActive && now.Before(l.ExpiresAt)
 }
 
-// Error codes of 10-gateway-api §9.3.
+// Error codes of 10-gateway-api §9.3, from the table in services/errcodes.go.
 const (
-	CodeContextRequired         = "LEASE_CONTEXT_REQUIRED"
-	CodeContextInvalid          = "LEASE_CONTEXT_INVALID"
-	CodeRequired                = "LEASE_REQUIRED"
-	CodeFenceStale              = "LEASE_FENCE_STALE"
-	CodeConnectionMismatch      = "LEASE_CONNECTION_MISMATCH"
-	CodeUnsupportedRoute        = "LEASE_UNSUPPORTED_ROUTE"
-	CodeScopeRequired           = "LEASE_SCOPE_REQUIRED"
-	CodeKeyConfigurationInvalid = "LEASE_KEY_CONFIGURATION_INVALID"
-	CodeCapacityUnavailable     = "LEASE_CAPACITY_UNAVAILABLE"
-	CodeActionInvalid           = "LEASE_ACTION_INVALID"
-	CodeOwnerConflict           = "LEASE_OWNER_CONFLICT"
+	CodeContextRequired         = services.CodeLeaseContextRequired
+	CodeContextInvalid          = services.CodeLeaseContextInvalid
+	CodeRequired                = services.CodeLeaseRequired
+	CodeFenceStale              = services.CodeLeaseFenceStale
+	CodeConnectionMismatch      = services.CodeLeaseConnectionMismatch
+	CodeUnsupportedRoute        = services.CodeLeaseUnsupportedRoute
+	CodeScopeRequired           = services.CodeLeaseScopeRequired
+	CodeKeyConfigurationInvalid = services.CodeLeaseKeyConfigurationInvalid
+	CodeCapacityUnavailable     = services.CodeLeaseCapacityUnavailable
+	CodeActionInvalid           = services.CodeLeaseActionInvalid
+	CodeOwnerConflict           = services.CodeLeaseOwnerConflict
 )
 
 // Error is a lease refusal with its code and HTTP status of 10-gateway-api
@@ -186,40 +185,41 @@ func (e *Error) GatewayError() *services.GatewayError {
 		RetryAfter: int((e.RetryAfter + time.Second - 1) / time.Second), TopStatus: e.BodyStatus()}
 }
 
-func newError(code string, status int, msg string) *Error {
-	return &Error{Code: code, Status: status, Message: msg}
+// newError builds a refusal; its status is the code's (services.StatusOfCode).
+func newError(code, msg string) *Error {
+	return &Error{Code: code, Status: services.StatusOfCode(code), Message: msg}
 }
 
 func errContextRequired(what string) *Error {
-	return newError(CodeContextRequired, http.StatusBadRequest,
+	return newError(CodeContextRequired,
 		"This key is lease-managed: send the "+what+" header.")
 }
 
 func errContextInvalid(what string) *Error {
-	return newError(CodeContextInvalid, http.StatusBadRequest, "The "+what+" header is malformed.")
+	return newError(CodeContextInvalid, "The "+what+" header is malformed.")
 }
 
 func errActionInvalid(field, msg string) *Error {
-	return newError(CodeActionInvalid, http.StatusBadRequest, "Invalid lease action field "+field+": "+msg)
+	return newError(CodeActionInvalid, "Invalid lease action field "+field+": "+msg)
 }
 
 func errRequired() *Error {
-	return newError(CodeRequired, http.StatusConflict,
+	return newError(CodeRequired,
 		"No active lease for this owner and key; acquire one at POST /v1/session-leases.")
 }
 
 func errFenceStale() *Error {
-	return newError(CodeFenceStale, http.StatusConflict,
+	return newError(CodeFenceStale,
 		"The lease generation is stale, or the lease is inactive or belongs to another key.")
 }
 
 func errOwnerConflict() *Error {
-	return newError(CodeOwnerConflict, http.StatusConflict,
+	return newError(CodeOwnerConflict,
 		"This lease owner holds an active lease under another key.")
 }
 
 func errCapacity(retry time.Duration) *Error {
-	e := newError(CodeCapacityUnavailable, http.StatusTooManyRequests, fmt.Sprintf(
+	e := newError(CodeCapacityUnavailable, fmt.Sprintf(
 		"Every eligible connection is leased by another session; retry in %d s.", int(retry/time.Second)))
 	e.RetryAfter = retry
 	return e
@@ -285,11 +285,11 @@ func ClampTTL(d time.Duration) time.Duration {
 // LEASE_KEY_CONFIGURATION_INVALID.
 func CheckKey(key services.APIKey) error {
 	if !key.HasScope(services.ScopeLeaseExclusive) {
-		return newError(CodeScopeRequired, http.StatusForbidden,
+		return newError(CodeScopeRequired,
 			"This key lacks the lease:exclusive scope needed for lease headers and /v1/session-leases.")
 	}
 	if len(key.AllowedConnections) == 0 {
-		return newError(CodeKeyConfigurationInvalid, http.StatusForbidden,
+		return newError(CodeKeyConfigurationInvalid,
 			"This key has lease:exclusive but no allowed connections; an admin must allow at least one.")
 	}
 	return nil

@@ -3,20 +3,23 @@ package traffic
 import (
 	"net/http"
 	"time"
+
+	"switchyard/services"
 )
 
-// Codes of the local limit errors (10-gateway-api §9.3, 20-resilience §8, §10).
+// Codes of the local limit errors (10-gateway-api §9.3, 20-resilience §8,
+// §10), from the table in services/errcodes.go.
 const (
 	// CodeSlotsBusy: every concurrency slot of the connection is taken and
 	// connectionConcurrency.failOpen is false (429).
-	CodeSlotsBusy = "CONNECTION_SLOTS_BUSY"
+	CodeSlotsBusy = services.CodeConnectionSlotsBusy
 	// CodeQueueFull: requestQueue.maxQueueDepth requests already wait (429).
-	CodeQueueFull = "RATE_LIMIT_QUEUE_FULL"
+	CodeQueueFull = services.CodeRateLimitQueueFull
 	// CodeQueueTimeout: still queued after requestQueue.queueWaitMs (503).
-	CodeQueueTimeout = "RATE_LIMIT_QUEUE_TIMEOUT"
+	CodeQueueTimeout = services.CodeRateLimitQueueTimeout
 	// CodeExecutionTimeout: no response headers (first byte for streams)
 	// within requestQueue.maxWaitMs of dispatch (504).
-	CodeExecutionTimeout = "RATE_LIMIT_EXECUTION_TIMEOUT"
+	CodeExecutionTimeout = services.CodeRateLimitExecutionTimeout
 )
 
 // LimitError is a refusal by one of Switchyard's own limiters, never an
@@ -53,11 +56,8 @@ func (e *LimitError) HTTPStatus() int {
 	if e.Status != 0 {
 		return e.Status
 	}
-	switch e.Code {
-	case CodeQueueTimeout:
-		return http.StatusServiceUnavailable
-	case CodeExecutionTimeout:
-		return http.StatusGatewayTimeout
+	if s := services.StatusOfCode(e.Code); s != 0 {
+		return s
 	}
 	return http.StatusTooManyRequests
 }
