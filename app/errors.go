@@ -19,14 +19,16 @@ import (
 )
 
 // statusOf maps any error to an HTTP status, using errors.Is/As so wrapping
-// never changes the answer. The management API's table (40-admin-api §1)
-// wins for validation errors there: 400, not 422.
+// never changes the answer. Typed errors carry their code and the status
+// follows from it (services/errcodes.go); sentinels map here. The management
+// API's table (40-admin-api §1) wins for validation errors there: 400, not 422.
 func statusOf(err error, api bool) int {
 	var verr *services.ValidationError
-	var rerr *handlers.RequestError
+	var rerr *services.RequestError
 	var herr *echo.HTTPError
 	var terr *services.ThrottledError
 	var gerr *services.GatewayError
+	var jerr *services.SettingsJSONError
 	switch {
 	case errors.Is(err, services.ErrUnavailable):
 		// First: a store that cannot answer is 503 whatever wrapped it.
@@ -34,7 +36,13 @@ func statusOf(err error, api bool) int {
 	case errors.As(err, &gerr):
 		return gerr.HTTPStatus()
 	case errors.As(err, &rerr):
-		return rerr.Status
+		return rerr.HTTPStatus()
+	case errors.Is(err, services.ErrPreconditionFailed):
+		return services.StatusOfCode(services.CodePreconditionFailed)
+	case errors.Is(err, services.ErrEmptySettingsPatch):
+		return services.StatusOfCode(services.CodeValidationFailed)
+	case errors.As(err, &jerr):
+		return services.StatusOfCode(services.CodeInvalidJSON)
 	case errors.As(err, &verr):
 		if api {
 			return http.StatusBadRequest
@@ -56,43 +64,25 @@ func statusOf(err error, api bool) int {
 	return http.StatusInternalServerError
 }
 
-// apiCode names an /api error (40-admin-api §1).
+// apiCode names an /api error (40-admin-api §1): its own code, else the
+// code of its status.
 func apiCode(err error, status int) string {
-	var rerr *handlers.RequestError
+	var rerr *services.RequestError
 	var verr *services.ValidationError
-	if errors.As(err, &rerr) {
+	var jerr *services.SettingsJSONError
+	switch {
+	case errors.As(err, &rerr):
 		return rerr.Code
+	case errors.As(err, &verr), errors.Is(err, services.ErrEmptySettingsPatch):
+		return services.CodeValidationFailed
+	case errors.As(err, &jerr):
+		return services.CodeInvalidJSON
 	}
-	if errors.As(err, &verr) {
-		return "validation_failed"
-	}
-	switch status {
-	case 401:
-		return "unauthorized"
-	case 403:
-		return "forbidden"
-	case 404:
-		return "not_found"
-	case 405:
-		return "method_not_allowed"
-	case 409:
-		return "conflict"
-	case 412:
-		return "precondition_failed"
-	case 413:
-		return "payload_too_large"
-	case 415:
-		return "unsupported_media_type"
-	case 429:
-		return "rate_limited"
-	case 503:
-		return "unavailable"
-	}
-	if status >= 500 {
-		return "internal"
-	}
-	return "bad_request"
+	return services.APICodeOfStatus(status)
 }
+
+// msgStaleSettings is the /api message of a stale If-Match.
+const msgStaleSettings = "The settings changed since you read them (If-Match is stale). GET them again and retry with the new ETag."
 
 // publicMessage is what a caller may read: the error text for 4xx, a fixed
 // sentence for 5xx (never SQL, stacks or secrets).
@@ -114,6 +104,9 @@ func publicMessage(err error, status int, requestID string) string {
 	if errors.As(err, &verr) {
 		return verr.Error()
 	}
+	if errors.Is(err, services.ErrPreconditionFailed) {
+		return msgStaleSettings
+	}
 	msg := err.Error()
 	// Strip wrapping prefixes such as "services: update combo x: not found".
 	if errors.Is(err, services.ErrNotFound) {
@@ -128,7 +121,7 @@ func publicMessage(err error, status int, requestID string) string {
 // errorHandler serves the three audiences: /v1 (gateway JSON), /api
 // (management JSON) and the dashboard (status policy of 50-dashboard §3.3).
 // Only 5xx are logged, once, here.
-func errorHandler(log *slog.Logger, dash *handlers.Dashboard) echo.HTTPErrorHandler {
+func errorHandler(log *slog.Logger, pages handlers.Layout) echo.HTTPErrorHandler {
 	return func(err error, c echo.Context) {
 		if c.Response().Committed {
 			return
@@ -163,7 +156,7 @@ func errorHandler(log *slog.Logger, dash *handlers.Dashboard) echo.HTTPErrorHand
 			}
 			_ = c.JSON(status, map[string]any{"error": body})
 		default:
-			dashboardError(c, dash, err, status, rid)
+			dashboardError(c, pages, err, status, rid)
 		}
 	}
 }
@@ -197,7 +190,7 @@ func failClosed(err error) error {
 // dashboardError follows the status policy: htmx requests get an empty body
 // and an error toast (or HX-Redirect on 401); full pages get the error page
 // or a redirect to sign in.
-func dashboardError(c echo.Context, dash *handlers.Dashboard, err error, status int, rid string) {
+func dashboardError(c echo.Context, pages handlers.Layout, err error, status int, rid string) {
 	r := c.Request()
 	htmx := r.Header.Get("HX-Request") == "true"
 	c.Response().Header().Set("Cache-Control", "no-store")
@@ -220,11 +213,7 @@ func dashboardError(c echo.Context, dash *handlers.Dashboard, err error, status 
 		_ = c.NoContent(status)
 		return
 	}
-	if dash == nil {
-		_ = c.String(status, publicMessage(err, status, rid))
-		return
-	}
-	_ = dash.ErrorPage(c, status, publicMessage(err, status, rid))
+	_ = pages.ErrorPage(c, status, publicMessage(err, status, rid))
 }
 
 // currentPage is the page the admin was on: the htmx current URL's path when

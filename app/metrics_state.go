@@ -1,8 +1,6 @@
 package app
 
 import (
-	"context"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"switchyard/models"
@@ -62,41 +60,29 @@ var breakerValue = map[resilience.BreakerState]float64{resilience.BreakerClosed:
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.s
-	if s.resilience == nil {
+	if s.status == nil {
 		return
 	}
-	for _, b := range s.resilience.Breakers.All() {
+	snap := s.status.Snapshot()
+	for _, b := range snap.Breakers {
 		ch <- prometheus.MustNewConstMetric(c.breaker, prometheus.GaugeValue, breakerValue[b.State], b.Provider)
 	}
-	now := s.clock.Now()
 	counts := map[[2]string]float64{}
-	if list, err := s.conns.List(context.Background(), services.ConnectionFilter{}); err == nil {
-		for _, cn := range list {
-			st := s.resilience.Cooldowns.State(cn.ID)
-			status := services.StatusActive
-			switch {
-			case !cn.Enabled:
-				status = services.StatusDisabled
-			case st.TerminalStatus != "":
-				status = st.TerminalStatus
-			case st.RateLimitedUntil != nil && st.RateLimitedUntil.After(now):
-				status = services.StatusCooling
-			}
-			counts[[2]string{cn.Provider, status}]++
-		}
+	for _, cs := range snap.Connections {
+		counts[[2]string{cs.Conn.Provider, cs.Status}]++
 	}
 	for k, v := range counts {
 		ch <- prometheus.MustNewConstMetric(c.connections, prometheus.GaugeValue, v, k[0], k[1])
 	}
 	locks := map[string]float64{}
-	for _, l := range s.resilience.Lockouts.List(resilience.LockFilter{}) {
+	for _, l := range snap.Lockouts {
 		locks[l.Provider]++
 	}
 	for p, v := range locks {
 		ch <- prometheus.MustNewConstMetric(c.lockouts, prometheus.GaugeValue, v, p)
 	}
 	gates := map[string]float64{}
-	for _, e := range s.resilience.Gate.Entries() {
+	for _, e := range snap.WindowGate {
 		if e.RetryAfterMs > 0 {
 			gates[e.Provider]++
 		}
@@ -110,9 +96,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(q.Queued), q.Provider, q.ConnectionID)
 			full, timeout, exec = full+q.Rejections.QueueFull, timeout+q.Rejections.QueueTimeout, exec+q.Rejections.ExecutionTimeout
 		}
-		ch <- prometheus.MustNewConstMetric(c.rejections, prometheus.CounterValue, float64(full), "RATE_LIMIT_QUEUE_FULL")
-		ch <- prometheus.MustNewConstMetric(c.rejections, prometheus.CounterValue, float64(timeout), "RATE_LIMIT_QUEUE_TIMEOUT")
-		ch <- prometheus.MustNewConstMetric(c.rejections, prometheus.CounterValue, float64(exec), "RATE_LIMIT_EXECUTION_TIMEOUT")
+		ch <- prometheus.MustNewConstMetric(c.rejections, prometheus.CounterValue, float64(full), services.CodeRateLimitQueueFull)
+		ch <- prometheus.MustNewConstMetric(c.rejections, prometheus.CounterValue, float64(timeout), services.CodeRateLimitQueueTimeout)
+		ch <- prometheus.MustNewConstMetric(c.rejections, prometheus.CounterValue, float64(exec), services.CodeRateLimitExecutionTimeout)
 	}
 	if s.slots != nil {
 		for _, st := range s.slots.Stats() {

@@ -67,7 +67,7 @@ func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // errCrossOrigin is 403 cross_origin_rejected.
-var errCrossOrigin = &handlers.RequestError{Status: http.StatusForbidden, Code: "cross_origin_rejected", Message: "Cross-origin request rejected."}
+var errCrossOrigin = &services.RequestError{Code: services.CodeCrossOriginRejected, Message: "Cross-origin request rejected."}
 
 // crossOrigin refuses unsafe cross-site requests that ride on the cookie,
 // using net/http's CrossOriginProtection (Sec-Fetch-Site, then Origin).
@@ -113,7 +113,7 @@ func requireAdmin(auth *services.Auth, cookies *cookieSessions) echo.MiddlewareF
 	}
 }
 
-var errKeyInQuery = &handlers.RequestError{Status: http.StatusBadRequest, Code: "bad_request", Message: "Send the key in the Authorization header, never in the URL."}
+var errKeyInQuery = &services.RequestError{Code: services.CodeBadRequest, Message: "Send the key in the Authorization header, never in the URL."}
 
 // apiAuth admits a Bearer client key with the scope, or the admin session
 // cookie (with cross-origin protection on unsafe methods). A present
@@ -159,6 +159,30 @@ func apiAuth(auth *services.Auth, keys *services.Keys, cookies *cookieSessions, 
 				return errCrossOrigin
 			}
 			handlers.SetSessionID(c, id)
+			return next(c)
+		}
+	}
+}
+
+// adminIfPresent recognises an admin credential without requiring one
+// (GET /api/monitoring/health answers everyone, the full report only to an
+// admin): a Bearer key is recorded on the request, else a valid session
+// cookie. A present Authorization header is the only credential considered.
+func adminIfPresent(auth *services.Auth, keys *services.Keys, cookies *cookieSessions) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			r := c.Request()
+			if h := r.Header.Get("Authorization"); h != "" {
+				if scheme, token, ok := strings.Cut(h, " "); ok && strings.EqualFold(scheme, "Bearer") {
+					if k, err := keys.Authenticate(strings.TrimSpace(token)); err == nil {
+						handlers.SetAPIKey(c, k)
+					}
+				}
+			} else if id := cookies.Read(r); id != "" {
+				if _, err := auth.Session(r.Context(), id); err == nil {
+					handlers.SetSessionID(c, id)
+				}
+			}
 			return next(c)
 		}
 	}

@@ -95,7 +95,7 @@ func (s *Server) flushResilience(log *slog.Logger) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := s.resilience.Breakers.Flush(ctx); err != nil {
+	if err := s.resilience.Flush(ctx); err != nil {
 		log.Warn("flush breakers", "err", err)
 	}
 }

@@ -17,7 +17,6 @@ import (
 
 	"math/rand/v2"
 
-	"switchyard/handlers"
 	"switchyard/models"
 	"switchyard/services"
 	"switchyard/services/affinity"
@@ -55,7 +54,6 @@ type Server struct {
 	keys        *services.Keys
 	auth        *services.Auth
 	cookies     *cookieSessions
-	dashboard   *handlers.Dashboard
 	gateway     *gateway.Gateway
 	logSink     gateway.LogSink
 	logStore    *models.RequestLogStore
@@ -70,7 +68,7 @@ type Server struct {
 	toolLimits  *gateway.ToolLimits
 	quota       *quota.Tracker
 	resilience  *resilience.Engine
-	v1          *handlers.V1
+	status      *resilience.Monitor
 	echo        *echo.Echo
 	startedAt   time.Time
 
@@ -157,27 +155,13 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 	if err := s.wireTraffic(ctx); err != nil {
 		return err
 	}
-	s.v1 = &handlers.V1{Keys: s.keys, Gateway: s.gateway, Clock: s.clock, Limits: func() gateway.Limits { return s.gwSettings.get().lim },
-		Leases: s.leases, LeaseCandidates: s.leaseCandidates,
-		LeaseBlocked: func(connID, provider, model string) bool {
-			cn, ok := s.gateway.Registry().Snapshot().Connection(connID)
-			return !ok || !cn.Enabled || s.resilience.ConnectionBlocker(provider, connID, model) != nil
-		}}
+	s.status = s.newMonitor()
 	if s.cfg.Demo {
 		if s.demo, err = startDemo(ctx, s); err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
 	}
 	s.cookies = newCookieSessions(s.keyring)
-	s.dashboard = &handlers.Dashboard{
-		Auth: s.auth, Cookies: s.cookies, Conns: s.conns, Combos: s.combos, Keys: s.keys, Clock: s.clock,
-		Engine: s.resilience, Settings: s.settingsSvc, Logs: s.logStore,
-		Leases: s.leases, Slots: s.slots, Queues: s.queues,
-		HealthReport: func(ctx context.Context) any { return s.Report(ctx) },
-		Version:      Version, Demo: s.cfg.Demo,
-		PlainHTTP:  func() bool { return !s.loopback.Load() },
-		ListenPort: s.listenPort, IsLoopback: isLoopbackPeer, ClientIP: clientIP,
-	}
 	s.echo = s.routes()
 	return nil
 }

@@ -2,12 +2,8 @@ package app
 
 import (
 	"context"
-	"net/http"
 	"time"
 
-	"github.com/labstack/echo/v4"
-
-	"switchyard/handlers"
 	"switchyard/models"
 	"switchyard/services"
 	"switchyard/services/affinity"
@@ -52,8 +48,7 @@ func (s *Server) wireTraffic(ctx context.Context) error {
 			s.log.Error("invalidate leases of a deleted connection", "connection", id, "err", err)
 		}
 		_, _ = s.pins.DropConnection(ctx, id)
-		_ = s.resilience.Lockouts.ForgetConnection(ctx, id)
-		s.resilience.Cooldowns.Forget(id)
+		_ = s.resilience.ForgetConnection(ctx, id)
 		s.gateway.ForgetConnection(id)
 		_ = s.quota.Forget(ctx, id)
 	})
@@ -80,127 +75,4 @@ func (s *Server) leaseCandidates(key services.APIKey, provider, model string) []
 		out = append(out, c.ID)
 	}
 	return out
-}
-
-// concurrencyRoutes registers GET /api/concurrency and its reset (40-admin-api §4.2).
-func (s *Server) concurrencyRoutes(g *echo.Group) {
-	g.GET("/concurrency", func(c echo.Context) error {
-		snap := s.gateway.Registry().Snapshot()
-		queues := []traffic.QueueStats{}
-		for _, q := range s.queues.Stats() {
-			if cn, ok := snap.Connection(q.ConnectionID); ok && protectedConn(cn, s) {
-				queues = append(queues, q)
-			}
-		}
-		type slotJSON struct {
-			traffic.SlotStats
-			Provider string `json:"provider"`
-		}
-		slots := []slotJSON{}
-		for _, st := range s.slots.Stats() {
-			p := ""
-			if cn, ok := snap.Connection(st.ConnectionID); ok {
-				p = cn.Provider
-			}
-			slots = append(slots, slotJSON{SlotStats: st, Provider: p})
-		}
-		c.Response().Header().Set("Cache-Control", "no-store")
-		return c.JSON(http.StatusOK, map[string]any{"queues": queues, "slots": slots})
-	})
-	g.POST("/concurrency/reset", func(c echo.Context) error {
-		var in struct {
-			Target       string `json:"target"`
-			ConnectionID string `json:"connectionId"`
-		}
-		if err := c.Bind(&in); err != nil {
-			return services.Invalid("target", "Send {\"target\": \"slots\" | \"queues\" | \"all\"}.")
-		}
-		if in.Target != "slots" && in.Target != "queues" && in.Target != "all" {
-			return services.Invalid("target", "Use slots, queues or all.")
-		}
-		out := map[string]int{"slotsReset": 0, "queuesReset": 0}
-		if in.Target != "queues" {
-			if in.ConnectionID != "" {
-				out["slotsReset"] = s.slots.ResetConnection(in.ConnectionID)
-			} else {
-				out["slotsReset"] = s.slots.Reset()
-			}
-		}
-		if in.Target != "slots" {
-			if in.ConnectionID != "" {
-				out["queuesReset"] = s.queues.ResetConnection(in.ConnectionID)
-			} else {
-				out["queuesReset"] = s.queues.Reset()
-			}
-		}
-		s.log.Info("audit", "actor", handlers.Actor(c), "action", "concurrency.reset", "target", in.Target)
-		return c.JSON(http.StatusOK, out)
-	})
-}
-
-func protectedConn(c *services.Connection, s *Server) bool {
-	if c.RateLimitProtection != nil {
-		return *c.RateLimitProtection
-	}
-	return s.settingsSvc.Resilience().RequestQueue.AutoEnableApiKeyProviders && c.AuthClass == services.AuthAPIKey
-}
-
-type leaseJSON struct {
-	ID             string            `json:"id"`
-	APIKey         map[string]string `json:"apiKey"`
-	Provider       string            `json:"provider"`
-	ConnectionID   string            `json:"connectionId"`
-	ConnectionName string            `json:"connectionName"`
-	Generation     int64             `json:"generation"`
-	State          string            `json:"state"`
-	AcquiredAt     string            `json:"acquiredAt"`
-	RenewedAt      string            `json:"renewedAt"`
-	ExpiresAt      string            `json:"expiresAt"`
-	RemainingMs    int64             `json:"remainingMs"`
-}
-
-// leaseRoutes registers the lease and affinity admin routes (40-admin-api §3).
-// Only active leases are listed; ended rows stay in the database for audit.
-func (s *Server) leaseRoutes(g *echo.Group) {
-	iso := func(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
-	g.GET("/resilience/leases", func(c echo.Context) error {
-		if st := c.QueryParam("state"); st != "" && st != "active" && st != "all" {
-			return services.Invalid("state", "Use active or all.")
-		}
-		now := s.clock.Now()
-		snap := s.gateway.Registry().Snapshot()
-		items := []leaseJSON{}
-		for _, l := range s.leases.Active() {
-			k, _ := s.keys.Get(c.Request().Context(), l.KeyID)
-			name := ""
-			if cn, ok := snap.Connection(l.ConnectionID); ok {
-				name = cn.Name
-			}
-			items = append(items, leaseJSON{ID: l.ID, APIKey: map[string]string{"id": k.ID, "name": k.Name, "prefix": k.Prefix},
-				Provider: l.Provider, ConnectionID: l.ConnectionID, ConnectionName: name, Generation: l.Generation, State: string(l.State),
-				AcquiredAt: iso(l.AcquiredAt), RenewedAt: iso(l.RenewedAt), ExpiresAt: iso(l.ExpiresAt), RemainingMs: l.ExpiresAt.Sub(now).Milliseconds()})
-		}
-		c.Response().Header().Set("Cache-Control", "no-store")
-		return c.JSON(http.StatusOK, map[string]any{"items": items, "nextCursor": nil})
-	})
-	g.DELETE("/resilience/leases/:id", func(c echo.Context) error {
-		for _, l := range s.leases.Active() {
-			if l.ID == c.Param("id") {
-				if _, err := s.leases.Invalidate(c.Request().Context(), l.ConnectionID, leases.ReasonAdminEnded); err != nil {
-					return err
-				}
-				s.log.Info("audit", "actor", handlers.Actor(c), "action", "lease.end", "id", l.ID)
-				return c.JSON(http.StatusOK, map[string]string{"id": l.ID, "state": "invalidated", "endReason": leases.ReasonAdminEnded})
-			}
-		}
-		return services.ErrNotFound
-	})
-	g.DELETE("/resilience/affinity", func(c echo.Context) error {
-		n := s.pins.Count()
-		if err := s.pins.Clear(c.Request().Context()); err != nil {
-			return err
-		}
-		s.log.Info("audit", "actor", handlers.Actor(c), "action", "affinity.clear")
-		return c.JSON(http.StatusOK, map[string]int{"pinsCleared": n})
-	})
 }

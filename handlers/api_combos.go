@@ -41,8 +41,17 @@ type reorderJSON struct {
 	IDs []string `json:"ids"`
 }
 
-// ListCombos answers GET /api/combos in list order.
-func (h *API) ListCombos(c echo.Context) error {
+// CombosAPI serves /api/combos (40-admin-api §6): the combos, their test
+// and their routing preview.
+type CombosAPI struct {
+	*API
+	Combos    ComboService
+	Tester    ComboTester
+	Explainer ComboExplainer
+}
+
+// List answers GET /api/combos in list order.
+func (h *CombosAPI) List(c echo.Context) error {
 	list, err := h.Combos.List(c.Request().Context())
 	if err != nil {
 		return err
@@ -54,8 +63,8 @@ func (h *API) ListCombos(c echo.Context) error {
 	return writeAPIJSON(c, http.StatusOK, apiItems(out))
 }
 
-// CreateCombo answers POST /api/combos with 201, the combo and its warnings.
-func (h *API) CreateCombo(c echo.Context) error {
+// Create answers POST /api/combos with 201, the combo and its warnings.
+func (h *CombosAPI) Create(c echo.Context) error {
 	var b comboBody
 	if err := decodeJSON(c, &b); err != nil {
 		return err
@@ -71,8 +80,8 @@ func (h *API) CreateCombo(c echo.Context) error {
 	return writeAPICreated(c, "/api/combos/"+cb.ID, comboWarningsJSON{comboJSON: presentCombo(cb), Warnings: warnings})
 }
 
-// ShowCombo answers GET /api/combos/{id}.
-func (h *API) ShowCombo(c echo.Context) error {
+// Show answers GET /api/combos/{id}.
+func (h *CombosAPI) Show(c echo.Context) error {
 	cb, err := h.Combos.Get(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return err
@@ -80,9 +89,9 @@ func (h *API) ShowCombo(c echo.Context) error {
 	return writeAPIJSON(c, http.StatusOK, presentCombo(cb))
 }
 
-// ReplaceCombo answers PUT /api/combos/{id}: a full replacement that keeps
+// Replace answers PUT /api/combos/{id}: a full replacement that keeps
 // target ids.
-func (h *API) ReplaceCombo(c echo.Context) error {
+func (h *CombosAPI) Replace(c echo.Context) error {
 	var b comboBody
 	if err := decodeJSON(c, &b); err != nil {
 		return err
@@ -99,8 +108,8 @@ func (h *API) ReplaceCombo(c echo.Context) error {
 	return writeAPIJSON(c, http.StatusOK, comboWarningsJSON{comboJSON: presentCombo(cb), Warnings: warnings})
 }
 
-// PatchCombo answers PATCH /api/combos/{id}: name, description, enabled, hidden.
-func (h *API) PatchCombo(c echo.Context) error {
+// Update answers PATCH /api/combos/{id}: name, description, enabled, hidden.
+func (h *CombosAPI) Update(c echo.Context) error {
 	var p services.ComboPatch
 	if err := decodeJSON(c, &p); err != nil {
 		return err
@@ -113,9 +122,9 @@ func (h *API) PatchCombo(c echo.Context) error {
 	return writeAPIJSON(c, http.StatusOK, presentCombo(cb))
 }
 
-// DeleteCombo answers DELETE /api/combos/{id}[?force=true] with 204; a combo
+// Delete answers DELETE /api/combos/{id}[?force=true] with 204; a combo
 // other combos reference is a conflict unless forced.
-func (h *API) DeleteCombo(c echo.Context) error {
+func (h *CombosAPI) Delete(c echo.Context) error {
 	force := false
 	if v := c.QueryParam("force"); v != "" {
 		var err error
@@ -131,9 +140,9 @@ func (h *API) DeleteCombo(c echo.Context) error {
 	return c.NoContent(http.StatusNoContent)
 }
 
-// ReorderCombos answers POST /api/combos/reorder; ids must be a permutation
+// Reorder answers POST /api/combos/reorder; ids must be a permutation
 // of every combo id.
-func (h *API) ReorderCombos(c echo.Context) error {
+func (h *CombosAPI) Reorder(c echo.Context) error {
 	var b reorderJSON
 	if err := decodeJSON(c, &b); err != nil {
 		return err
@@ -148,15 +157,14 @@ func (h *API) ReorderCombos(c echo.Context) error {
 	return writeAPIJSON(c, http.StatusOK, b)
 }
 
+// ComboReader finds one combo.
+type ComboReader interface {
+	Get(ctx context.Context, id string) (services.Combo, error)
+}
+
 // ComboTester probes the targets of a combo (the gateway implements it).
 type ComboTester interface {
 	TestCombo(ctx context.Context, c *services.Combo, force bool) []gateway.ComboTestResult
-}
-
-// ComboTestAPI serves POST /api/combos/{id}/test.
-type ComboTestAPI struct {
-	*API
-	Tester ComboTester
 }
 
 // comboTestBody is the optional body of POST /api/combos/{id}/test.
@@ -171,7 +179,7 @@ type comboTestJSON struct {
 
 // runComboTest loads a combo and probes its targets: the one code path of
 // the API route and the dashboard's Test button.
-func runComboTest(ctx context.Context, combos *services.Combos, tester ComboTester, id string, force bool) (services.Combo, []gateway.ComboTestResult, error) {
+func runComboTest(ctx context.Context, combos ComboReader, tester ComboTester, id string, force bool) (services.Combo, []gateway.ComboTestResult, error) {
 	cb, err := combos.Get(ctx, id)
 	if err != nil {
 		return services.Combo{}, nil, err
@@ -183,11 +191,11 @@ func runComboTest(ctx context.Context, combos *services.Combos, tester ComboTest
 	return cb, results, nil
 }
 
-// TestCombo answers POST /api/combos/{id}/test with one result per target:
+// Test answers POST /api/combos/{id}/test with one result per target:
 // a small real request to each model target in order (it costs tokens);
 // targets the resilience gates hold back are skipped unless "force" is true.
 // A failed probe is still 200. Resilience state never changes.
-func (h *ComboTestAPI) TestCombo(c echo.Context) error {
+func (h *CombosAPI) Test(c echo.Context) error {
 	var in comboTestBody
 	if c.Request().ContentLength > 0 {
 		if err := decodeJSON(c, &in); err != nil {
@@ -200,4 +208,22 @@ func (h *ComboTestAPI) TestCombo(c echo.Context) error {
 	}
 	h.audit(c, "combo.test", "id", cb.ID, "force", in.Force)
 	return writeAPIJSON(c, http.StatusOK, comboTestJSON{Results: results})
+}
+
+// ComboExplainer previews a combo's routing (the gateway implements it).
+type ComboExplainer interface {
+	Explain(c *services.Combo) (strategy string, sample bool, targets []gateway.ExplainTarget)
+}
+
+// Explain answers GET /api/combos/{id}/explain (read-only).
+func (h *CombosAPI) Explain(c echo.Context) error {
+	cb, err := h.Combos.Get(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	strategy, sample, targets := h.Explainer.Explain(&cb)
+	if targets == nil {
+		targets = []gateway.ExplainTarget{}
+	}
+	return writeAPIJSON(c, http.StatusOK, map[string]any{"strategy": strategy, "sample": sample, "targets": targets})
 }

@@ -17,9 +17,18 @@ var connectionStatusFilters = []string{
 	services.TerminalExpired, services.TerminalCreditsExhausted, services.StatusDisabled,
 }
 
-// ListConnections answers GET /api/connections[?provider=&status=], ordered
+// ConnectionsAPI serves /api/connections (40-admin-api §5) and the state
+// and test actions of one connection (§3.2).
+type ConnectionsAPI struct {
+	*API
+	Conns  ConnectionService
+	State  ConnectionResetter
+	Tester ConnectionTester
+}
+
+// List answers GET /api/connections[?provider=&status=], ordered
 // by provider, priority, name.
-func (h *API) ListConnections(c echo.Context) error {
+func (h *ConnectionsAPI) List(c echo.Context) error {
 	f := services.ConnectionFilter{Provider: c.QueryParam("provider"), Status: c.QueryParam("status")}
 	if f.Status != "" && !slices.Contains(connectionStatusFilters, f.Status) {
 		return services.Invalid("status", "must be one of "+strings.Join(connectionStatusFilters, ", "))
@@ -36,8 +45,8 @@ func (h *API) ListConnections(c echo.Context) error {
 	return writeAPIJSON(c, http.StatusOK, apiItems(out))
 }
 
-// CreateConnection answers POST /api/connections with 201 and a Location.
-func (h *API) CreateConnection(c echo.Context) error {
+// Create answers POST /api/connections with 201 and a Location.
+func (h *ConnectionsAPI) Create(c echo.Context) error {
 	var in services.ConnectionInput
 	if err := decodeJSON(c, &in); err != nil {
 		return err
@@ -50,9 +59,9 @@ func (h *API) CreateConnection(c echo.Context) error {
 	return writeAPICreated(c, "/api/connections/"+conn.ID, presentConnection(conn, h.Conns.Catalogue(), h.Clock.Now()))
 }
 
-// ShowConnection answers GET /api/connections/{id}: the connection and the
+// Show answers GET /api/connections/{id}: the connection and the
 // combos and keys that reference it.
-func (h *API) ShowConnection(c echo.Context) error {
+func (h *ConnectionsAPI) Show(c echo.Context) error {
 	ctx := c.Request().Context()
 	conn, err := h.Conns.Get(ctx, c.Param("id"))
 	if err != nil {
@@ -68,9 +77,9 @@ func (h *API) ShowConnection(c echo.Context) error {
 	})
 }
 
-// UpdateConnection answers PATCH /api/connections/{id}; absent fields keep
+// Update answers PATCH /api/connections/{id}; absent fields keep
 // their value, null clears a nullable one.
-func (h *API) UpdateConnection(c echo.Context) error {
+func (h *ConnectionsAPI) Update(c echo.Context) error {
 	var in services.ConnectionInput
 	if err := decodeJSON(c, &in); err != nil {
 		return err
@@ -83,10 +92,10 @@ func (h *API) UpdateConnection(c echo.Context) error {
 	return writeAPIJSON(c, http.StatusOK, presentConnection(conn, h.Conns.Catalogue(), h.Clock.Now()))
 }
 
-// DeleteConnection answers DELETE /api/connections/{id} with 204; the
+// Delete answers DELETE /api/connections/{id} with 204; the
 // service refuses (409) when a lease:exclusive key would lose its last
 // allowed connection.
-func (h *API) DeleteConnection(c echo.Context) error {
+func (h *ConnectionsAPI) Delete(c echo.Context) error {
 	id := c.Param("id")
 	if err := h.Conns.Delete(c.Request().Context(), id); err != nil {
 		return err
@@ -98,7 +107,7 @@ func (h *API) DeleteConnection(c echo.Context) error {
 // runConnectionTest sends the connection test and records the outcome as
 // lastTest: the same two calls as POST /api/connections/{id}/test, shared
 // with the dashboard's Test button.
-func runConnectionTest(ctx context.Context, conns *services.Connections, tester ConnectionTester, id string) (services.Connection, services.TestResult, error) {
+func runConnectionTest(ctx context.Context, conns ConnectionService, tester ConnectionTester, id string) (services.Connection, services.TestResult, error) {
 	cn, err := conns.Get(ctx, id)
 	if err != nil {
 		return services.Connection{}, services.TestResult{}, err
@@ -109,4 +118,58 @@ func runConnectionTest(ctx context.Context, conns *services.Connections, tester 
 		return services.Connection{}, services.TestResult{}, err
 	}
 	return cn, res, nil
+}
+
+// ConnectionTester runs a connection test (the gateway implements it).
+type ConnectionTester interface {
+	TestConnection(ctx context.Context, c services.Connection) services.TestResult
+}
+
+// Test answers POST /api/connections/{id}/test: one minimal request, the
+// outcome recorded as lastTest; a failed test is still 200. Resilience
+// state never changes.
+func (h *ConnectionsAPI) Test(c echo.Context) error {
+	_, res, err := runConnectionTest(c.Request().Context(), h.Conns, h.Tester, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	out := map[string]any{"ok": res.OK, "status": res.Status, "latencyMs": res.LatencyMs, "models": res.Models, "message": res.Message}
+	if res.Reason != "" {
+		out["reason"] = res.Reason
+	} else {
+		out["reason"] = nil
+	}
+	if res.Models == nil {
+		out["models"] = nil
+	}
+	return writeAPIJSON(c, http.StatusOK, out)
+}
+
+type resetConnBody struct {
+	ModelLockouts *bool `json:"modelLockouts"`
+}
+
+// Reset answers POST /api/connections/{id}/reset: cooldown, counters and
+// the terminal state cleared (BD 4), and the model lockouts and window-gate
+// entry unless {"modelLockouts": false}; 200 with the connection.
+func (h *ConnectionsAPI) Reset(c echo.Context) error {
+	var in resetConnBody
+	if c.Request().ContentLength > 0 {
+		if err := decodeJSON(c, &in); err != nil {
+			return err
+		}
+	}
+	ctx := c.Request().Context()
+	cn, err := h.Conns.Get(ctx, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	if err := h.State.ResetConnection(ctx, cn, in.ModelLockouts == nil || *in.ModelLockouts); err != nil {
+		return err
+	}
+	if cn, err = h.Conns.Get(ctx, cn.ID); err != nil {
+		return err
+	}
+	h.audit(c, "connection.reset", "id", cn.ID)
+	return writeAPIJSON(c, http.StatusOK, presentConnection(cn, h.Conns.Catalogue(), h.Clock.Now()))
 }

@@ -10,14 +10,14 @@ import (
 	"switchyard/services"
 )
 
-// API holds what the management API handlers (/api, 40-admin-api) need.
-// Its methods bind the request, call one service and write the JSON shape of
-// the spec; errors go back to the app's error handler unchanged.
+// API is what every management API handler (/api, 40-admin-api) shares:
+// the clock its answers are stamped with and the audit log. The handlers,
+// one per resource (ConnectionsAPI, CombosAPI, KeysAPI, ResilienceAPI,
+// TrafficAPI, SettingsAPI), bind the request, call one service and write the
+// JSON shape of the spec; errors go back to the app's error handler
+// unchanged.
 type API struct {
-	Conns  *services.Connections
-	Combos *services.Combos
-	Keys   *services.Keys
-	Clock  services.Clock
+	Clock services.Clock
 	// Log receives one audit line per successful mutation; nil discards them.
 	Log *slog.Logger
 }

@@ -13,8 +13,14 @@ import (
 // keyStateFilters are the values of GET /api/keys?state= ("" = all).
 var keyStateFilters = []string{services.KeyActive, services.KeyDisabled, services.KeyRevoked, services.KeyExpired, "all"}
 
-// ListKeys answers GET /api/keys[?state=], newest first.
-func (h *API) ListKeys(c echo.Context) error {
+// KeysAPI serves /api/keys (40-admin-api §7).
+type KeysAPI struct {
+	*API
+	Keys KeyService
+}
+
+// List answers GET /api/keys[?state=], newest first.
+func (h *KeysAPI) List(c echo.Context) error {
 	state := c.QueryParam("state")
 	if state != "" && !slices.Contains(keyStateFilters, state) {
 		return services.Invalid("state", "must be one of "+strings.Join(keyStateFilters, ", "))
@@ -31,9 +37,9 @@ func (h *API) ListKeys(c echo.Context) error {
 	return writeAPIJSON(c, http.StatusOK, apiItems(out))
 }
 
-// CreateKey answers POST /api/keys with 201 {"key", "secret"}: the only
+// Create answers POST /api/keys with 201 {"key", "secret"}: the only
 // response that ever carries the secret.
-func (h *API) CreateKey(c echo.Context) error {
+func (h *KeysAPI) Create(c echo.Context) error {
 	var in services.KeyInput
 	if err := decodeJSON(c, &in); err != nil {
 		return err
@@ -46,8 +52,8 @@ func (h *API) CreateKey(c echo.Context) error {
 	return writeAPICreated(c, "/api/keys/"+k.ID, createdKeyJSON{Key: presentKey(k, h.Clock.Now()), Secret: secret})
 }
 
-// ShowKey answers GET /api/keys/{id}.
-func (h *API) ShowKey(c echo.Context) error {
+// Show answers GET /api/keys/{id}.
+func (h *KeysAPI) Show(c echo.Context) error {
 	k, err := h.Keys.Get(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return err
@@ -55,8 +61,8 @@ func (h *API) ShowKey(c echo.Context) error {
 	return writeAPIJSON(c, http.StatusOK, presentKey(k, h.Clock.Now()))
 }
 
-// UpdateKey answers PATCH /api/keys/{id}.
-func (h *API) UpdateKey(c echo.Context) error {
+// Update answers PATCH /api/keys/{id}.
+func (h *KeysAPI) Update(c echo.Context) error {
 	var in services.KeyInput
 	if err := decodeJSON(c, &in); err != nil {
 		return err
@@ -69,9 +75,9 @@ func (h *API) UpdateKey(c echo.Context) error {
 	return writeAPIJSON(c, http.StatusOK, presentKey(k, h.Clock.Now()))
 }
 
-// RevokeKey answers POST /api/keys/{id}/revoke; revoking again is a no-op
+// Revoke answers POST /api/keys/{id}/revoke; revoking again is a no-op
 // that answers the same key.
-func (h *API) RevokeKey(c echo.Context) error {
+func (h *KeysAPI) Revoke(c echo.Context) error {
 	k, err := h.Keys.Revoke(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return err
@@ -80,9 +86,9 @@ func (h *API) RevokeKey(c echo.Context) error {
 	return writeAPIJSON(c, http.StatusOK, presentKey(k, h.Clock.Now()))
 }
 
-// DeleteKey answers DELETE /api/keys/{id} with 204; only a revoked key may
+// Delete answers DELETE /api/keys/{id} with 204; only a revoked key may
 // be deleted (409 otherwise).
-func (h *API) DeleteKey(c echo.Context) error {
+func (h *KeysAPI) Delete(c echo.Context) error {
 	id := c.Param("id")
 	if err := h.Keys.Delete(c.Request().Context(), id); err != nil {
 		return err

@@ -1,10 +1,10 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"mime"
 	"net/http"
 	"sort"
@@ -16,16 +16,29 @@ import (
 	"switchyard/services/resilience"
 )
 
-// SettingsAPI serves the settings documents and the feature flags
-// (40-admin-api §2, §2.5, §9).
-type SettingsAPI struct {
-	Settings *resilience.SettingsService
-	// Log receives one audit line per successful PATCH; nil discards them.
-	Log *slog.Logger
+// SettingsDocuments reads and patches the settings documents and the flags
+// (resilience.SettingsService).
+type SettingsDocuments interface {
+	ResilienceDocument
+	GeneralSnapshot() *services.SettingsSnapshot[services.GeneralSettings]
+	GeneralDefaults() services.GeneralSettings
+	PatchGeneral(ctx context.Context, patch []byte, ifMatch string) (services.GeneralSettings, int64, error)
+	Flags() []resilience.FeatureFlag
+	PatchFlags(ctx context.Context, patch []byte) ([]resilience.FeatureFlag, error)
 }
 
-// GetResilience answers GET /api/resilience (?explain=true for sources).
-func (h *SettingsAPI) GetResilience(c echo.Context) error {
+// SettingsAPI serves the settings documents and the feature flags
+// (40-admin-api §2, §2.5, §9). The settings service's errors reach the
+// error handler as they are: a stale If-Match is 412 precondition_failed,
+// an empty patch 400 validation_failed, a body that is not a JSON object
+// 400 invalid_json.
+type SettingsAPI struct {
+	*API
+	Settings SettingsDocuments
+}
+
+// ShowResilience answers GET /api/resilience (?explain=true for sources).
+func (h *SettingsAPI) ShowResilience(c echo.Context) error {
 	explain, err := explainParam(c)
 	if err != nil {
 		return err
@@ -39,24 +52,24 @@ func (h *SettingsAPI) GetResilience(c echo.Context) error {
 	return writeAPIJSON(c, http.StatusOK, snap.Doc)
 }
 
-// PatchResilience answers PATCH /api/resilience with the full effective
+// UpdateResilience answers PATCH /api/resilience with the full effective
 // document and the new ETag.
-func (h *SettingsAPI) PatchResilience(c echo.Context) error {
+func (h *SettingsAPI) UpdateResilience(c echo.Context) error {
 	body, err := readSettingsBody(c)
 	if err != nil {
 		return err
 	}
 	doc, rev, err := h.Settings.PatchResilience(c.Request().Context(), body, c.Request().Header.Get("If-Match"))
 	if err != nil {
-		return settingsError(err)
+		return err
 	}
 	h.audit(c, "settings.resilience.update", "revision", rev, "sections", patchKeys(body))
 	c.Response().Header().Set("ETag", revisionETag(rev))
 	return writeAPIJSON(c, http.StatusOK, doc)
 }
 
-// GetSettings answers GET /api/settings (?explain=true for sources).
-func (h *SettingsAPI) GetSettings(c echo.Context) error {
+// ShowSettings answers GET /api/settings (?explain=true for sources).
+func (h *SettingsAPI) ShowSettings(c echo.Context) error {
 	explain, err := explainParam(c)
 	if err != nil {
 		return err
@@ -70,16 +83,16 @@ func (h *SettingsAPI) GetSettings(c echo.Context) error {
 	return writeAPIJSON(c, http.StatusOK, snap.Doc)
 }
 
-// PatchSettings answers PATCH /api/settings with the full effective
+// UpdateSettings answers PATCH /api/settings with the full effective
 // document and the new ETag.
-func (h *SettingsAPI) PatchSettings(c echo.Context) error {
+func (h *SettingsAPI) UpdateSettings(c echo.Context) error {
 	body, err := readSettingsBody(c)
 	if err != nil {
 		return err
 	}
 	doc, rev, err := h.Settings.PatchGeneral(c.Request().Context(), body, c.Request().Header.Get("If-Match"))
 	if err != nil {
-		return settingsError(err)
+		return err
 	}
 	h.audit(c, "settings.general.update", "revision", rev, "sections", patchKeys(body))
 	c.Response().Header().Set("ETag", revisionETag(rev))
@@ -91,30 +104,23 @@ type featureFlagsJSON struct {
 	Flags []resilience.FeatureFlag `json:"flags"`
 }
 
-// GetFeatureFlags answers GET /api/feature-flags.
-func (h *SettingsAPI) GetFeatureFlags(c echo.Context) error {
+// ListFeatureFlags answers GET /api/feature-flags.
+func (h *SettingsAPI) ListFeatureFlags(c echo.Context) error {
 	return writeAPIJSON(c, http.StatusOK, featureFlagsJSON{Flags: h.Settings.Flags()})
 }
 
-// PatchFeatureFlags answers PATCH /api/feature-flags with the list.
-func (h *SettingsAPI) PatchFeatureFlags(c echo.Context) error {
+// UpdateFeatureFlags answers PATCH /api/feature-flags with the list.
+func (h *SettingsAPI) UpdateFeatureFlags(c echo.Context) error {
 	body, err := readSettingsBody(c)
 	if err != nil {
 		return err
 	}
 	flags, err := h.Settings.PatchFlags(c.Request().Context(), body)
 	if err != nil {
-		return settingsError(err)
+		return err
 	}
 	h.audit(c, "settings.flags.update", "flags", patchKeys(body))
 	return writeAPIJSON(c, http.StatusOK, featureFlagsJSON{Flags: flags})
-}
-
-func (h *SettingsAPI) audit(c echo.Context, action string, attrs ...any) {
-	if h.Log == nil {
-		return
-	}
-	h.Log.Info("audit", append([]any{"actor", Actor(c), "action", action}, attrs...)...)
 }
 
 // readSettingsBody applies the body rules of 40-admin-api §1 (JSON media
@@ -134,22 +140,6 @@ func readSettingsBody(c echo.Context) ([]byte, error) {
 		return nil, errInvalidJSON("the body could not be read")
 	}
 	return body, nil
-}
-
-// settingsError maps the settings service's request-level errors to their
-// API answers; validation errors pass through (400 validation_failed).
-func settingsError(err error) error {
-	var jerr *services.SettingsJSONError
-	switch {
-	case errors.Is(err, services.ErrPreconditionFailed):
-		return &RequestError{Status: http.StatusPreconditionFailed, Code: "precondition_failed",
-			Message: "The settings changed since you read them (If-Match is stale). GET them again and retry with the new ETag."}
-	case errors.Is(err, services.ErrEmptySettingsPatch):
-		return &RequestError{Status: http.StatusBadRequest, Code: "validation_failed", Message: "no settings to update"}
-	case errors.As(err, &jerr):
-		return errInvalidJSON(jerr.Detail)
-	}
-	return err
 }
 
 func explainParam(c echo.Context) (bool, error) {

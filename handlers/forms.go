@@ -108,15 +108,6 @@ func validation(err error) (*services.ValidationError, bool) {
 	return verr, ok
 }
 
-// pageParts renders fragment for htmx and, for every other request, the page
-// content inside the layout (a panel opened directly shows the whole page).
-func (d *Dashboard) pageParts(c echo.Context, status int, title, active string, fragment, content templ.Component) error {
-	full := templ.ComponentFunc(func(ctx contextT, w writerT) error {
-		return views.Layout(d.layout(title, active)).Render(templ.WithChildren(ctx, content), w)
-	})
-	return render(c, status, fragment, full)
-}
-
 // afterMutation answers a successful form post without script with a 303 to
 // the list; htmx requests get the fragment instead.
 func afterMutation(c echo.Context, to string, htmx func() error) error {

@@ -42,9 +42,8 @@ type V1 struct {
 	conc sync.Map // key id → *atomic.Int64
 }
 
-func gwErr(status int, code, msg string) *services.GatewayError {
-	return &services.GatewayError{Status: status, Code: code, Message: msg}
-}
+// gwErr is the /v1 error of code; its status follows from the code.
+func gwErr(code, msg string) *services.GatewayError { return services.NewGatewayError(code, msg) }
 
 // authenticate reads the key from Authorization: Bearer, else x-api-key.
 // Keys in the query string are refused whatever the headers say.
@@ -54,7 +53,7 @@ func (h *V1) authenticate(c echo.Context) (services.APIKey, error) {
 		q := r.URL.Query()
 		for _, name := range []string{"key", "api_key", "apikey", "access_token"} {
 			if q.Has(name) {
-				return services.APIKey{}, gwErr(401, "invalid_api_key", "Send the API key in the Authorization header, never in the URL.")
+				return services.APIKey{}, gwErr(services.CodeInvalidAPIKey, "Send the API key in the Authorization header, never in the URL.")
 			}
 		}
 	}
@@ -74,13 +73,13 @@ func (h *V1) authenticate(c echo.Context) (services.APIKey, error) {
 		if errors.As(err, &kerr) {
 			msg = kerr.Error()
 		}
-		return services.APIKey{}, gwErr(401, "invalid_api_key", msg)
+		return services.APIKey{}, gwErr(services.CodeInvalidAPIKey, msg)
 	}
 	if c.Get("sy.lease-endpoint") == true {
 		return k, nil
 	}
 	if !k.HasScope(services.ScopeInference) {
-		return services.APIKey{}, gwErr(403, "insufficient_scope", "This API key lacks the inference scope.")
+		return services.APIKey{}, gwErr(services.CodeInsufficientScope, "This API key lacks the inference scope.")
 	}
 	return k, nil
 }
@@ -96,7 +95,7 @@ func (h *V1) admit(k services.APIKey) (func(), error) {
 		res := lim.ReserveN(now, 1)
 		if d := res.DelayFrom(now); d > 0 {
 			res.CancelAt(now)
-			e := gwErr(429, "rate_limit_exceeded", fmt.Sprintf("This API key is limited to %d requests per minute.", rpm))
+			e := gwErr(services.CodeRateLimitExceeded, fmt.Sprintf("This API key is limited to %d requests per minute.", rpm))
 			e.RetryAfter = int(math.Ceil(d.Seconds()))
 			return nil, e
 		}
@@ -106,7 +105,7 @@ func (h *V1) admit(k services.APIKey) (func(), error) {
 		n := v.(*atomic.Int64)
 		if n.Add(1) > int64(*k.MaxConcurrentRequests) {
 			n.Add(-1)
-			e := gwErr(429, "rate_limit_exceeded", fmt.Sprintf("This API key may have at most %d requests in flight.", *k.MaxConcurrentRequests))
+			e := gwErr(services.CodeRateLimitExceeded, fmt.Sprintf("This API key may have at most %d requests in flight.", *k.MaxConcurrentRequests))
 			e.RetryAfter = 1
 			return nil, e
 		}
@@ -120,11 +119,11 @@ func (h *V1) readBody(c echo.Context) ([]byte, error) {
 	r := c.Request()
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if mt != "application/json" {
-		return nil, gwErr(415, "unsupported_media_type", "Send the body as Content-Type: application/json.")
+		return nil, gwErr(services.CodeUnsupportedMediaType, "Send the body as Content-Type: application/json.")
 	}
 	lim := h.Limits()
 	if r.ContentLength > lim.MaxBodyBytes {
-		return nil, gwErr(413, "request_too_large", fmt.Sprintf("The body is larger than %d bytes.", lim.MaxBodyBytes))
+		return nil, gwErr(services.CodeRequestTooLarge, fmt.Sprintf("The body is larger than %d bytes.", lim.MaxBodyBytes))
 	}
 	_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now().Add(60 * time.Second))
 	b, err := io.ReadAll(http.MaxBytesReader(c.Response(), r.Body, lim.MaxBodyBytes))
@@ -132,9 +131,9 @@ func (h *V1) readBody(c echo.Context) ([]byte, error) {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, gwErr(413, "request_too_large", fmt.Sprintf("The body is larger than %d bytes.", lim.MaxBodyBytes))
+			return nil, gwErr(services.CodeRequestTooLarge, fmt.Sprintf("The body is larger than %d bytes.", lim.MaxBodyBytes))
 		}
-		return nil, gwErr(400, "invalid_request", "The body could not be read.")
+		return nil, gwErr(services.CodeInvalidRequest, "The body could not be read.")
 	}
 	return b, nil
 }
@@ -277,7 +276,7 @@ func (h *V1) leaseContext(c echo.Context, k services.APIKey, route gateway.Route
 		return "", "", 0, leaseErr(err)
 	}
 	if h.Leases == nil {
-		return "", "", 0, gwErr(503, "internal_error", "Leases are not available.")
+		return "", "", 0, gwErr(services.CodeInternalError, "Leases are not available.")
 	}
 	owner, err := leases.ParseOwner(hd.Get(leases.OwnerHeader))
 	if err != nil {
@@ -288,14 +287,14 @@ func (h *V1) leaseContext(c echo.Context, k services.APIKey, route gateway.Route
 		return "", "", 0, leaseErr(err)
 	}
 	if route.Combo != nil {
-		return "", "", 0, gwErr(400, leases.CodeUnsupportedRoute, "A lease-managed key must name a provider/model, not a combo.")
+		return "", "", 0, gwErr(leases.CodeUnsupportedRoute, "A lease-managed key must name a provider/model, not a combo.")
 	}
 	l, err := h.Leases.Check(c.Request().Context(), k, owner, gen)
 	if err != nil {
 		return "", "", 0, leaseErr(err)
 	}
 	if l.Provider != route.Provider.ID {
-		return "", "", 0, gwErr(409, leases.CodeConnectionMismatch, "The leased connection belongs to another provider than the requested model.")
+		return "", "", 0, gwErr(leases.CodeConnectionMismatch, "The leased connection belongs to another provider than the requested model.")
 	}
 	// A binding that cannot serve now moves, in one transaction, to a free
 	// eligible allowed connection with the same generation (20-resilience §6).
@@ -367,7 +366,7 @@ func (h *V1) Model(c echo.Context) error {
 			return c.JSON(200, map[string]any{"id": e.ID, "object": "model", "created": e.Created, "owned_by": e.OwnedBy})
 		}
 	}
-	return gwErr(404, "model_not_found", fmt.Sprintf("Unknown model %q.", id))
+	return gwErr(services.CodeModelNotFound, fmt.Sprintf("Unknown model %q.", id))
 }
 
 func (h *V1) writeModels(c echo.Context, entries []gateway.ModelEntry) error {
@@ -396,5 +395,5 @@ func (h *V1) NotFound(c echo.Context) error {
 	if rest, ok := strings.CutPrefix(p, "/v1/v1/"); ok {
 		msg += " Did you mean /v1/" + rest + "?"
 	}
-	return gwErr(404, "endpoint_not_found", msg)
+	return gwErr(services.CodeEndpointNotFound, msg)
 }

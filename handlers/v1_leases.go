@@ -9,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"switchyard/services"
 	"switchyard/services/gateway"
 	"switchyard/services/leases"
 )
@@ -24,7 +25,7 @@ type leaseAction struct {
 func leaseTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
 
 func actionInvalid(msg string) error {
-	return gwErr(400, leases.CodeActionInvalid, msg)
+	return gwErr(leases.CodeActionInvalid, msg)
 }
 
 // SessionLeases serves POST /v1/session-leases (10-gateway-api §5.6).
@@ -39,10 +40,10 @@ func (h *V1) SessionLeases(c echo.Context) error {
 		return leaseErr(err)
 	}
 	if h.Leases == nil {
-		return gwErr(503, "internal_error", "Leases are not available.")
+		return gwErr(services.CodeInternalError, "Leases are not available.")
 	}
 	if mt, _, _ := mime.ParseMediaType(c.Request().Header.Get("Content-Type")); mt != "application/json" {
-		return gwErr(415, "unsupported_media_type", "Send the body as Content-Type: application/json.")
+		return gwErr(services.CodeUnsupportedMediaType, "Send the body as Content-Type: application/json.")
 	}
 	owner, err := leases.ParseOwner(c.Request().Header.Get(leases.OwnerHeader))
 	if err != nil {
@@ -76,11 +77,11 @@ func (h *V1) SessionLeases(c echo.Context) error {
 			return gerr
 		}
 		if route.Combo != nil {
-			return gwErr(400, leases.CodeUnsupportedRoute, "A lease names a provider/model, not a combo.")
+			return gwErr(leases.CodeUnsupportedRoute, "A lease names a provider/model, not a combo.")
 		}
 		cands := h.LeaseCandidates(k, route.Provider.ID, route.Model)
 		if len(cands) == 0 {
-			return gwErr(404, "no_executable_targets", "No allowed connection of this provider can serve the model now.")
+			return gwErr(services.CodeNoExecutableTargets, "No allowed connection of this provider can serve the model now.")
 		}
 		l, err := h.Leases.Acquire(ctx, k, owner, route.Provider.ID, cands, ttl)
 		if err != nil {

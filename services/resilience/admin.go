@@ -92,5 +92,8 @@ func (e *Engine) ForgetConnection(ctx context.Context, id string) error {
 	return err
 }
 
+// ActiveLockouts counts the active model lockouts (enforced or not).
+func (e *Engine) ActiveLockouts() int { return e.Lockouts.Count() }
+
 // Flush writes coalesced breaker counts (at shutdown).
 func (e *Engine) Flush(ctx context.Context) error { return e.Breakers.Flush(ctx) }

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,6 +29,28 @@ const resilienceTitle, resilienceHref = "Resilience settings", "/settings/resili
 // msgSettingsConflict is the toast of a save that lost a race with another writer.
 const msgSettingsConflict = "These settings were changed elsewhere. The card now shows the current values."
 
+// ResilienceDocument reads and patches the resilience settings document
+// (resilience.SettingsService).
+type ResilienceDocument interface {
+	ResilienceSnapshot() *services.SettingsSnapshot[resilience.Document]
+	ResilienceDefaults() resilience.Document
+	PatchResilience(ctx context.Context, patch []byte, ifMatch string) (resilience.Document, int64, error)
+}
+
+// LockoutCounter counts the active model lockouts (resilience.Engine).
+type LockoutCounter interface {
+	ActiveLockouts() int
+}
+
+// ResilienceSettings serves Settings → Resilience.
+type ResilienceSettings struct {
+	Layout
+	Settings ResilienceDocument
+	// Lockouts feeds the Model lockout card's count (nil shows none).
+	Lockouts  LockoutCounter
+	Catalogue Catalogue
+}
+
 // resilienceSchema is the field table of the resilience document: kinds,
 // defaults, ranges and env names, as the settings service defines them.
 var resilienceSchema = sync.OnceValue(func() *services.SettingsSchema {
@@ -36,18 +59,18 @@ var resilienceSchema = sync.OnceValue(func() *services.SettingsSchema {
 
 // settingsData reads the current document, its sources and revision, and
 // what the Model lockout and error rules cards show besides.
-func (d *Dashboard) settingsData() views.SettingsData {
-	snap := d.Settings.ResilienceSnapshot()
-	eff, def := jsonTree(snap.Doc), jsonTree(d.Settings.ResilienceDefaults())
+func (h *ResilienceSettings) settingsData() views.SettingsData {
+	snap := h.Settings.ResilienceSnapshot()
+	eff, def := jsonTree(snap.Doc), jsonTree(h.Settings.ResilienceDefaults())
 	data := views.SettingsData{Fields: map[string]views.SettingsFieldData{}, Revision: snap.Revision,
 		Rules: ruleRows(snap.Doc.ProviderErrorRules), Builtin: builtinRuleRows(resilience.BuiltinRules()),
-		RuleOptions: d.ruleOptions()}
+		RuleOptions: h.ruleOptions()}
 	for _, f := range resilienceSchema().Fields() {
 		data.Fields[f.Path] = views.SettingsFieldData{Field: f, Value: views.FormatSettingValue(treeValue(eff, f.Path)),
 			Default: views.FormatSettingValue(treeValue(def, f.Path)), Source: snap.Source(f.Path)}
 	}
-	if d.Engine != nil && d.Engine.Lockouts != nil {
-		data.ActiveLockouts = d.Engine.Lockouts.Count()
+	if h.Lockouts != nil {
+		data.ActiveLockouts = h.Lockouts.ActiveLockouts()
 	}
 	return data
 }
@@ -76,9 +99,9 @@ func treeValue(tree map[string]any, path string) any {
 }
 
 // ruleOptions are the choices of the error rules editor.
-func (d *Dashboard) ruleOptions() views.ErrorRuleOptions {
+func (h *ResilienceSettings) ruleOptions() views.ErrorRuleOptions {
 	var providers []string
-	for _, p := range d.providers() {
+	for _, p := range h.Catalogue.Catalogue().All() {
 		providers = append(providers, p.ID)
 	}
 	sort.Strings(providers)
@@ -267,7 +290,7 @@ func ifMatch(revision string) string {
 
 // resiliencePage renders the page with every card fresh except card (when
 // given), and card alone for htmx.
-func (d *Dashboard) resiliencePage(c echo.Context, status int, data views.SettingsData, card *views.SettingsCardVM) error {
+func (h *ResilienceSettings) resiliencePage(c echo.Context, status int, data views.SettingsData, card *views.SettingsCardVM) error {
 	cards := make([]views.SettingsCardVM, 0, len(views.SettingsCardDefs))
 	for _, def := range views.SettingsCardDefs {
 		if card != nil && def.Section == card.Def.Section {
@@ -281,7 +304,7 @@ func (d *Dashboard) resiliencePage(c echo.Context, status int, data views.Settin
 	if card != nil {
 		fragment = views.SettingsCard(*card)
 	}
-	return d.pageParts(c, status, resilienceTitle, resilienceHref, fragment, page)
+	return h.pageParts(c, status, resilienceTitle, resilienceHref, fragment, page)
 }
 
 // findCard is the card of the :section parameter.
@@ -293,19 +316,19 @@ func findCard(c echo.Context) (views.SettingsCardDef, error) {
 	return def, nil
 }
 
-// ResiliencePage shows every card.
-func (d *Dashboard) ResiliencePage(c echo.Context) error {
-	return d.resiliencePage(c, http.StatusOK, d.settingsData(), nil)
+// Show shows every card.
+func (h *ResilienceSettings) Show(c echo.Context) error {
+	return h.resiliencePage(c, http.StatusOK, h.settingsData(), nil)
 }
 
-// ResilienceCard shows one card: its current values, or with ?defaults=1
+// Card shows one card: its current values, or with ?defaults=1
 // the built-in defaults, unsaved ("Restore defaults").
-func (d *Dashboard) ResilienceCard(c echo.Context) error {
+func (h *ResilienceSettings) Card(c echo.Context) error {
 	def, err := findCard(c)
 	if err != nil {
 		return err
 	}
-	data := d.settingsData()
+	data := h.settingsData()
 	var card views.SettingsCardVM
 	if c.QueryParam("defaults") != "" {
 		card = views.NewSettingsCardVM(def, data, views.DefaultValues(def, data))
@@ -316,19 +339,19 @@ func (d *Dashboard) ResilienceCard(c echo.Context) error {
 	} else {
 		card = views.NewSettingsCardVM(def, data, nil)
 	}
-	return d.resiliencePage(c, http.StatusOK, data, &card)
+	return h.resiliencePage(c, http.StatusOK, data, &card)
 }
 
-// ResilienceSave saves one card (SettingsService.PatchResilience, twin
+// Update saves one card (SettingsService.PatchResilience, twin
 // PATCH /api/resilience with only that section, If-Match from the card).
-func (d *Dashboard) ResilienceSave(c echo.Context) error {
+func (h *ResilienceSettings) Update(c echo.Context) error {
 	def, err := findCard(c)
 	if err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
 	v := form(c)
-	data := d.settingsData()
+	data := h.settingsData()
 	var patch map[string]any
 	var shown map[string]string
 	var rows []views.ErrorRuleRowVM
@@ -342,7 +365,7 @@ func (d *Dashboard) ResilienceSave(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	_, _, err = d.Settings.PatchResilience(ctx, body, ifMatch(v.Get("revision")))
+	_, _, err = h.Settings.PatchResilience(ctx, body, ifMatch(v.Get("revision")))
 	if verr, ok := validation(err); ok {
 		card := views.NewSettingsCardVM(def, data, shown)
 		if card.Rules != nil {
@@ -350,7 +373,7 @@ func (d *Dashboard) ResilienceSave(c echo.Context) error {
 		}
 		card.Revision = revisionOf(v.Get("revision"), data.Revision)
 		card.Errors = views.SettingsErrors(def, verr.Fields, shown)
-		return d.resiliencePage(c, http.StatusUnprocessableEntity, data, &card)
+		return h.resiliencePage(c, http.StatusUnprocessableEntity, data, &card)
 	}
 	if errors.Is(err, services.ErrPreconditionFailed) {
 		// Another writer saved first: the card reloads itself with the
@@ -358,7 +381,7 @@ func (d *Dashboard) ResilienceSave(c echo.Context) error {
 		trigger(c, views.EventSettingsStalePrefix+def.Section, nil)
 		toast(c, "warning", msgSettingsConflict)
 		card := views.NewSettingsCardVM(def, data, nil)
-		return d.resiliencePage(c, http.StatusConflict, data, &card)
+		return h.resiliencePage(c, http.StatusConflict, data, &card)
 	}
 	if err != nil {
 		return err
@@ -366,7 +389,7 @@ func (d *Dashboard) ResilienceSave(c echo.Context) error {
 	trigger(c, views.EventSettingsSaved, map[string]string{"section": def.Section})
 	toast(c, "success", def.Title+" saved.")
 	return afterMutation(c, resilienceHref+"#"+views.RowID(views.RowSettingsCard, def.Section), func() error {
-		fresh := d.settingsData()
+		fresh := h.settingsData()
 		card := views.NewSettingsCardVM(def, fresh, nil)
 		card.Saved = true
 		for _, other := range views.SettingsCardDefs {
@@ -387,12 +410,12 @@ func revisionOf(s string, current int64) int64 {
 	return current
 }
 
-// ErrorRulesBuilder re-renders the error rules card after an edit (add,
+// RulesBuilder re-renders the error rules card after an edit (add,
 // remove, move a row); nothing is saved.
-func (d *Dashboard) ErrorRulesBuilder(c echo.Context) error {
+func (h *ResilienceSettings) RulesBuilder(c echo.Context) error {
 	def, _ := views.FindSettingsCard(views.SectionErrorRules)
 	v := form(c)
-	data := d.settingsData()
+	data := h.settingsData()
 	card := views.NewSettingsCardVM(def, data, nil)
 	card.Revision = revisionOf(v.Get("revision"), data.Revision)
 	rows, focus := views.ApplyRuleOp(ruleRowsFromForm(v), v.Get("op"), data.RuleOptions)
@@ -402,5 +425,5 @@ func (d *Dashboard) ErrorRulesBuilder(c echo.Context) error {
 		card.Rules.AutofocusID = views.RuleFocusID(verb, focus)
 	}
 	card.Unsaved = true
-	return d.resiliencePage(c, http.StatusOK, data, &card)
+	return h.resiliencePage(c, http.StatusOK, data, &card)
 }

@@ -25,26 +25,42 @@ const overviewScanPages = 10
 // failingSpan is the time "Top failing targets" covers.
 const failingSpan = time.Hour
 
-// OverviewPage renders the Overview; ?window=1h|24h picks the traffic window.
-func (d *Dashboard) OverviewPage(c echo.Context) error {
+// Overview serves the Overview page.
+type Overview struct {
+	Layout
+	Conns  ConnectionLister
+	Combos ComboLister
+	Keys   KeyLister
+	// Logs feeds the traffic tiles (nil leaves them out).
+	Logs services.RequestLogStore
+	// Status feeds the resilience tiles (nil leaves them out).
+	Status StatusReader
+	// Leases and Queues may be nil.
+	Leases LeaseAdmin
+	Queues QueueStats
+	Clock  services.Clock
+}
+
+// Show renders the Overview; ?window=1h|24h picks the traffic window.
+func (h *Overview) Show(c echo.Context) error {
 	ctx := c.Request().Context()
-	conns, err := d.Conns.List(ctx, services.ConnectionFilter{})
+	conns, err := h.Conns.List(ctx, services.ConnectionFilter{})
 	if err != nil {
 		return err
 	}
-	combos, err := d.Combos.List(ctx)
+	combos, err := h.Combos.List(ctx)
 	if err != nil {
 		return err
 	}
-	keys, err := d.Keys.List(ctx, "")
+	keys, err := h.Keys.List(ctx, "")
 	if err != nil {
 		return err
 	}
-	stats, err := d.overviewStats(ctx, views.LookupOverviewWindow(c.QueryParam("window")))
+	stats, err := h.overviewStats(ctx, views.LookupOverviewWindow(c.QueryParam("window")))
 	if err != nil {
 		return err
 	}
-	now := d.Clock.Now()
+	now := h.Clock.Now()
 	active, used := 0, false
 	for _, k := range keys {
 		if k.State(now) == services.KeyActive {
@@ -55,19 +71,19 @@ func (d *Dashboard) OverviewPage(c echo.Context) error {
 		}
 	}
 	vm := views.NewOverviewVM(len(conns), len(combos), len(keys), active, used, baseURL(c.Request()),
-		views.ExampleModel(combos, conns, d.providers()))
+		views.ExampleModel(combos, conns, h.Conns.Catalogue().All()))
 	vm.Stats = stats
-	return d.page(c, http.StatusOK, "Overview", "/", views.OverviewPage(vm))
+	return h.page(c, http.StatusOK, "Overview", "/", views.OverviewPage(vm))
 }
 
-// OverviewStats is the polled tiles region (GET /overview/stats?window=…,
+// Stats is the polled tiles region (GET /overview/stats?window=…,
 // every 10 s, on resilience-changed and from the window switch). Opened
 // directly it is the Overview page with that window.
-func (d *Dashboard) OverviewStats(c echo.Context) error {
+func (h *Overview) Stats(c echo.Context) error {
 	if !isHTMX(c.Request()) {
-		return d.OverviewPage(c)
+		return h.Show(c)
 	}
-	stats, err := d.overviewStats(c.Request().Context(), views.LookupOverviewWindow(c.QueryParam("window")))
+	stats, err := h.overviewStats(c.Request().Context(), views.LookupOverviewWindow(c.QueryParam("window")))
 	if err != nil {
 		return err
 	}
@@ -78,11 +94,11 @@ func (d *Dashboard) OverviewStats(c echo.Context) error {
 // tiles, the chart and the top failing targets of the last hour) and the
 // resilience counts from the engine (the figures of the Runtime page's KPI
 // strip, plus active leases and queued requests).
-func (d *Dashboard) overviewStats(ctx context.Context, w views.OverviewWindow) (views.OverviewStatsVM, error) {
-	now := d.Clock.Now()
+func (h *Overview) overviewStats(ctx context.Context, w views.OverviewWindow) (views.OverviewStatsVM, error) {
+	now := h.Clock.Now()
 	vm := views.OverviewStatsVM{Now: now, Window: w}
-	if d.Logs != nil {
-		entries, truncated, err := d.recentRequests(ctx, now.Add(-w.Span))
+	if h.Logs != nil {
+		entries, truncated, err := recentRequests(ctx, h.Logs, now.Add(-w.Span))
 		if err != nil {
 			return vm, err
 		}
@@ -90,28 +106,22 @@ func (d *Dashboard) overviewStats(ctx context.Context, w views.OverviewWindow) (
 		vm.Chart = views.NewTrafficChartVM(entries, w, now)
 		// The top failing targets cover the last hour whatever the window:
 		// the newest entries, which a longer window read first.
-		conns, err := d.Conns.List(ctx, services.ConnectionFilter{})
+		names, err := connectionNames(ctx, h.Conns)
 		if err != nil {
 			return vm, err
-		}
-		names := make(map[string]string, len(conns))
-		for _, cn := range conns {
-			names[cn.ID] = cn.Name
 		}
 		vm.Failing = views.NewFailingTargetsVM(entries, now.Add(-failingSpan), names, now)
 	}
-	if d.Engine != nil {
-		sum, err := d.runtimeSummary(ctx)
-		if err != nil {
-			return vm, err
-		}
+	if h.Status != nil {
+		snap := h.Status.Snapshot()
+		sum := summaryVM(&snap)
 		vm.Resilience = views.ResilienceTilesVM{OpenBreakers: sum.OpenBreakers, Cooling: sum.Cooling, Terminal: sum.Terminal, Locked: sum.Locked}
 	}
-	if d.Leases != nil {
-		vm.Resilience.Leases = len(d.Leases.Active())
+	if h.Leases != nil {
+		vm.Resilience.Leases = len(h.Leases.Active())
 	}
-	if d.Queues != nil {
-		for _, q := range d.Queues.Stats() {
+	if h.Queues != nil {
+		for _, q := range h.Queues.Stats() {
 			vm.Resilience.Queued += q.Queued
 		}
 	}
@@ -121,11 +131,11 @@ func (d *Dashboard) overviewStats(ctx context.Context, w views.OverviewWindow) (
 // recentRequests reads the request log from since to now, newest first, at
 // most overviewScanPages pages; truncated says older entries of the window
 // were left unread.
-func (d *Dashboard) recentRequests(ctx context.Context, since time.Time) ([]services.RequestLogEntry, bool, error) {
+func recentRequests(ctx context.Context, logs services.RequestLogStore, since time.Time) ([]services.RequestLogEntry, bool, error) {
 	q := services.RequestLogQuery{Since: since, Limit: services.MaxRequestLogLimit}
 	var out []services.RequestLogEntry
 	for range overviewScanPages {
-		page, err := d.Logs.ListRequestLogs(ctx, q)
+		page, err := logs.ListRequestLogs(ctx, q)
 		if err != nil {
 			return nil, false, err
 		}
@@ -136,4 +146,17 @@ func (d *Dashboard) recentRequests(ctx context.Context, since time.Time) ([]serv
 		q.Cursor = page.NextCursor
 	}
 	return out, true, nil
+}
+
+// connectionNames maps connection ids to names.
+func connectionNames(ctx context.Context, conns ConnectionLister) (map[string]string, error) {
+	list, err := conns.List(ctx, services.ConnectionFilter{})
+	if err != nil {
+		return nil, err
+	}
+	names := make(map[string]string, len(list))
+	for _, cn := range list {
+		names[cn.ID] = cn.Name
+	}
+	return names, nil
 }

@@ -20,6 +20,15 @@ import (
 
 const logsTitle, logsHref = "Request logs", "/logs"
 
+// Logs serves the request log pages.
+type Logs struct {
+	Layout
+	Logs  services.RequestLogStore
+	Conns ConnectionLister
+	Keys  KeyLister
+	Clock services.Clock
+}
+
 // Filter messages.
 const (
 	msgLogWhen       = "Enter a date and time, such as 2026-03-01T09:30."
@@ -97,12 +106,12 @@ func logErrors(fields map[string]string) views.FieldErrors {
 }
 
 // logNames maps connection ids to names and fills the filter choices.
-func (d *Dashboard) logNames(ctx context.Context, f *views.LogFiltersVM) (map[string]string, error) {
-	conns, err := d.Conns.List(ctx, services.ConnectionFilter{})
+func (h *Logs) logNames(ctx context.Context, f *views.LogFiltersVM) (map[string]string, error) {
+	conns, err := h.Conns.List(ctx, services.ConnectionFilter{})
 	if err != nil {
 		return nil, err
 	}
-	keys, err := d.Keys.List(ctx, "")
+	keys, err := h.Keys.List(ctx, "")
 	if err != nil {
 		return nil, err
 	}
@@ -128,9 +137,9 @@ func (d *Dashboard) logNames(ctx context.Context, f *views.LogFiltersVM) (map[st
 }
 
 // logsList loads one page of the list for the filters.
-func (d *Dashboard) logsList(ctx context.Context, f views.LogFiltersVM, q services.RequestLogQuery, names map[string]string) (views.LogsListVM, error) {
+func (h *Logs) logsList(ctx context.Context, f views.LogFiltersVM, q services.RequestLogQuery, names map[string]string) (views.LogsListVM, error) {
 	list := views.LogsListVM{Filtered: f.Active()}
-	page, err := d.Logs.ListRequestLogs(ctx, q)
+	page, err := h.Logs.ListRequestLogs(ctx, q)
 	if verr, ok := validation(err); ok {
 		list.Errors = logErrors(verr.Fields)
 		return list, nil
@@ -138,7 +147,7 @@ func (d *Dashboard) logsList(ctx context.Context, f views.LogFiltersVM, q servic
 	if err != nil {
 		return list, err
 	}
-	now := d.Clock.Now()
+	now := h.Clock.Now()
 	for _, e := range page.Items {
 		list.Rows = append(list.Rows, views.NewLogRowVM(e, names, now))
 	}
@@ -167,21 +176,21 @@ func logsURL(q url.Values, cursor string) string {
 }
 
 // logsPage renders the page; htmx requests aimed at the list get the list only.
-func (d *Dashboard) logsPage(c echo.Context, detail *views.LogDetailVM, fragment templComponent) error {
+func (h *Logs) logsPage(c echo.Context, detail *views.LogDetailVM, fragment templComponent) error {
 	ctx := c.Request().Context()
 	v := c.QueryParams()
 	if detail != nil {
 		v = url.Values{}
 	}
-	f, q, errs := logFilters(v, d.Clock.Now())
-	names, err := d.logNames(ctx, &f)
+	f, q, errs := logFilters(v, h.Clock.Now())
+	names, err := h.logNames(ctx, &f)
 	if err != nil {
 		return err
 	}
 	var list views.LogsListVM
 	if len(errs) > 0 {
 		list = views.LogsListVM{Filtered: true, Errors: errs}
-	} else if list, err = d.logsList(ctx, f, q, names); err != nil {
+	} else if list, err = h.logsList(ctx, f, q, names); err != nil {
 		return err
 	}
 	f.Errors = list.Errors
@@ -196,24 +205,24 @@ func (d *Dashboard) logsPage(c echo.Context, detail *views.LogDetailVM, fragment
 			fragment = views.LogsList(list)
 		}
 	}
-	return d.pageParts(c, status, logsTitle, logsHref, fragment, page)
+	return h.pageParts(c, status, logsTitle, logsHref, fragment, page)
 }
 
-// LogsPage lists requests, newest first, filtered by the query.
-func (d *Dashboard) LogsPage(c echo.Context) error { return d.logsPage(c, nil, nil) }
+// List lists requests, newest first, filtered by the query.
+func (h *Logs) List(c echo.Context) error { return h.logsPage(c, nil, nil) }
 
-// LogDetail shows one request: the drawer for htmx, else the list page
+// Show shows one request: the drawer for htmx, else the list page
 // with the drawer open.
-func (d *Dashboard) LogDetail(c echo.Context) error {
+func (h *Logs) Show(c echo.Context) error {
 	ctx := c.Request().Context()
-	e, err := d.Logs.FindRequestLog(ctx, c.Param("id"))
+	e, err := h.Logs.FindRequestLog(ctx, c.Param("id"))
 	if err != nil {
 		return err
 	}
-	names, err := d.logNames(ctx, nil)
+	names, err := h.logNames(ctx, nil)
 	if err != nil {
 		return err
 	}
-	detail := views.NewLogDetailVM(e, names, d.Clock.Now(), logsHref)
-	return d.logsPage(c, &detail, views.LogDetail(detail))
+	detail := views.NewLogDetailVM(e, names, h.Clock.Now(), logsHref)
+	return h.logsPage(c, &detail, views.LogDetail(detail))
 }

@@ -21,12 +21,29 @@ import (
 
 const flagsTitle, flagsHref = "Feature flags", "/settings/flags"
 
+// FlagSettings reads and sets the feature flags and the emergency fallback
+// model (resilience.SettingsService).
+type FlagSettings interface {
+	Flags() []resilience.FeatureFlag
+	PatchFlags(ctx context.Context, patch []byte) ([]resilience.FeatureFlag, error)
+	Resilience() *resilience.Document
+	PatchResilience(ctx context.Context, patch []byte, ifMatch string) (resilience.Document, int64, error)
+}
+
+// Flags serves Settings → Feature flags.
+type Flags struct {
+	Layout
+	Settings FlagSettings
+	Combos   ComboLister
+	Conns    ConnectionLister
+}
+
 // flagRow builds one row from the service's flag.
-func (d *Dashboard) flagRow(ctx context.Context, f resilience.FeatureFlag) (views.FlagRowVM, error) {
+func (h *Flags) flagRow(ctx context.Context, f resilience.FeatureFlag) (views.FlagRowVM, error) {
 	r := views.NewFlagRowVM(f.Key, f.Field, f.Value, f.Source, f.Env, f.RequiresRestart, f.Description)
 	if r.HasTarget {
-		r.Target = d.Settings.Resilience().EmergencyFallback.Target
-		targets, err := d.fallbackTargets(ctx)
+		r.Target = h.Settings.Resilience().EmergencyFallback.Target
+		targets, err := h.fallbackTargets(ctx)
 		if err != nil {
 			return r, err
 		}
@@ -37,17 +54,17 @@ func (d *Dashboard) flagRow(ctx context.Context, f resilience.FeatureFlag) (view
 
 // fallbackTargets are the model choices of the emergency fallback: enabled
 // combos and provider/model pairs of enabled connections.
-func (d *Dashboard) fallbackTargets(ctx context.Context) ([]string, error) {
-	combos, err := d.Combos.List(ctx)
+func (h *Flags) fallbackTargets(ctx context.Context) ([]string, error) {
+	combos, err := h.Combos.List(ctx)
 	if err != nil {
 		return nil, err
 	}
-	conns, err := d.Conns.List(ctx, services.ConnectionFilter{})
+	conns, err := h.Conns.List(ctx, services.ConnectionFilter{})
 	if err != nil {
 		return nil, err
 	}
 	models := map[string][]string{}
-	for _, p := range d.providers() {
+	for _, p := range h.Conns.Catalogue().All() {
 		models[p.ID] = p.Models
 	}
 	seen := map[string]bool{}
@@ -83,9 +100,9 @@ func (d *Dashboard) fallbackTargets(ctx context.Context) ([]string, error) {
 }
 
 // findFlag is the flag of the :key parameter.
-func (d *Dashboard) findFlag(c echo.Context) (resilience.FeatureFlag, error) {
+func (h *Flags) findFlag(c echo.Context) (resilience.FeatureFlag, error) {
 	key := c.Param("key")
-	for _, f := range d.Settings.Flags() {
+	for _, f := range h.Settings.Flags() {
 		if f.Key == key {
 			return f, nil
 		}
@@ -95,15 +112,15 @@ func (d *Dashboard) findFlag(c echo.Context) (resilience.FeatureFlag, error) {
 
 // flagsPage renders the page, with row replacing its flag when given, and
 // the fragment for htmx.
-func (d *Dashboard) flagsPage(c echo.Context, status int, row *views.FlagRowVM) error {
+func (h *Flags) flagsPage(c echo.Context, status int, row *views.FlagRowVM) error {
 	ctx := c.Request().Context()
 	var vm views.FlagsPageVM
-	for _, f := range d.Settings.Flags() {
+	for _, f := range h.Settings.Flags() {
 		if row != nil && row.Key == f.Key {
 			vm.Rows = append(vm.Rows, *row)
 			continue
 		}
-		r, err := d.flagRow(ctx, f)
+		r, err := h.flagRow(ctx, f)
 		if err != nil {
 			return err
 		}
@@ -114,16 +131,16 @@ func (d *Dashboard) flagsPage(c echo.Context, status int, row *views.FlagRowVM) 
 	if row != nil {
 		fragment = views.FlagRow(*row)
 	}
-	return d.pageParts(c, status, flagsTitle, flagsHref, fragment, page)
+	return h.pageParts(c, status, flagsTitle, flagsHref, fragment, page)
 }
 
-// FlagsPage lists the flags.
-func (d *Dashboard) FlagsPage(c echo.Context) error { return d.flagsPage(c, http.StatusOK, nil) }
+// List lists the flags.
+func (h *Flags) List(c echo.Context) error { return h.flagsPage(c, http.StatusOK, nil) }
 
-// FlagSave sets a flag (PatchFlags, twin PATCH /api/feature-flags); the
+// Update sets a flag (PatchFlags, twin PATCH /api/feature-flags); the
 // emergency fallback row also sets its model (PatchResilience).
-func (d *Dashboard) FlagSave(c echo.Context) error {
-	f, err := d.findFlag(c)
+func (h *Flags) Update(c echo.Context) error {
+	f, err := h.findFlag(c)
 	if err != nil {
 		return err
 	}
@@ -133,17 +150,17 @@ func (d *Dashboard) FlagSave(c echo.Context) error {
 	target := strings.TrimSpace(v.Get("target"))
 	if f.Key == views.FlagKeyEmergencyFallback && has(v, "target") {
 		ef := map[string]any{"enabled": on}
-		if target != d.Settings.Resilience().EmergencyFallback.Target {
+		if target != h.Settings.Resilience().EmergencyFallback.Target {
 			ef["target"] = nilIfBlank(target)
 		}
 		body, _ := json.Marshal(map[string]any{"emergencyFallback": ef})
-		_, _, err = d.Settings.PatchResilience(ctx, body, "")
+		_, _, err = h.Settings.PatchResilience(ctx, body, "")
 	} else {
 		body, _ := json.Marshal(map[string]any{f.Key: on})
-		_, err = d.Settings.PatchFlags(ctx, body)
+		_, err = h.Settings.PatchFlags(ctx, body)
 	}
 	if verr, ok := validation(err); ok {
-		row, rerr := d.flagRow(ctx, f)
+		row, rerr := h.flagRow(ctx, f)
 		if rerr != nil {
 			return rerr
 		}
@@ -151,7 +168,7 @@ func (d *Dashboard) FlagSave(c echo.Context) error {
 		if row.HasTarget {
 			row.Target = target
 		}
-		return d.flagsPage(c, http.StatusUnprocessableEntity, &row)
+		return h.flagsPage(c, http.StatusUnprocessableEntity, &row)
 	}
 	if err != nil {
 		return err
@@ -160,33 +177,33 @@ func (d *Dashboard) FlagSave(c echo.Context) error {
 	if on {
 		state = "on"
 	}
-	return d.flagSaved(c, f.Key, views.FlagLabel(f.Key)+" is "+state+".")
+	return h.flagSaved(c, f.Key, views.FlagLabel(f.Key)+" is "+state+".")
 }
 
-// FlagReset drops the dashboard's value of a flag (PatchFlags with null);
+// Delete drops the dashboard's value of a flag (PatchFlags with null);
 // the environment or the default applies again.
-func (d *Dashboard) FlagReset(c echo.Context) error {
-	f, err := d.findFlag(c)
+func (h *Flags) Delete(c echo.Context) error {
+	f, err := h.findFlag(c)
 	if err != nil {
 		return err
 	}
 	body, _ := json.Marshal(map[string]any{f.Key: nil})
-	if _, err := d.Settings.PatchFlags(c.Request().Context(), body); err != nil {
+	if _, err := h.Settings.PatchFlags(c.Request().Context(), body); err != nil {
 		return err
 	}
-	return d.flagSaved(c, f.Key, views.FlagLabel(f.Key)+" reset to its default.")
+	return h.flagSaved(c, f.Key, views.FlagLabel(f.Key)+" reset to its default.")
 }
 
 // flagSaved answers a successful save or reset with the refreshed row.
-func (d *Dashboard) flagSaved(c echo.Context, key, msg string) error {
+func (h *Flags) flagSaved(c echo.Context, key, msg string) error {
 	trigger(c, views.EventFlagsChanged, map[string]string{"flag": key})
 	toast(c, "success", msg)
 	return afterMutation(c, flagsHref, func() error {
-		f, err := d.findFlag(c)
+		f, err := h.findFlag(c)
 		if err != nil {
 			return err
 		}
-		row, err := d.flagRow(c.Request().Context(), f)
+		row, err := h.flagRow(c.Request().Context(), f)
 		if err != nil {
 			return err
 		}
