@@ -99,8 +99,17 @@ type Snapshot struct {
 	byID                                             map[string]int
 }
 
-// Connection finds one connection's status by id.
+// Connection finds one connection's status by id. A snapshot built as a
+// literal (a fake in tests) has no index and is searched in order.
 func (s *Snapshot) Connection(id string) (ConnectionStatus, bool) {
+	if s.byID == nil {
+		for _, c := range s.Connections {
+			if c.Conn.ID == id {
+				return c, true
+			}
+		}
+		return ConnectionStatus{}, false
+	}
 	i, ok := s.byID[id]
 	if !ok {
 		return ConnectionStatus{}, false
