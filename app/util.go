@@ -1,5 +1,0 @@
-package app
-
-import "strconv"
-
-func itoa(v int) string { return strconv.Itoa(v) }
