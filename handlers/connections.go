@@ -259,8 +259,8 @@ func (h *Connections) Delete(c echo.Context) error {
 // badges from the read model, cooldown countdowns, locked models, the learned
 // quota windows, the provider breaker in each group header, the polled
 // status and quota cells, and the Clear cooldown and Reset state actions.
-// Every action calls the same engine methods as its /api twin
-// (handlers/api_resilience.go).
+// Every action calls the same engine method as its /api twin
+// (ResilienceAPI.ClearCooldowns, ConnectionsAPI.Reset).
 
 // liveConnectionsList is the grouped connections table with the live
 // state of the read model: the status precedence disabled > terminal >
