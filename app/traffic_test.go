@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"switchyard/internal/testkit"
 	"switchyard/internal/testkit/fakeupstream"
 	"switchyard/services"
 )
@@ -123,6 +124,12 @@ func TestMaxConcurrentSlotsBoundUpstreamInFlight(t *testing.T) {
 	if failed.Load() != 0 {
 		t.Fatalf("%d requests failed", failed.Load())
 	}
+	// A slot is released when the handler finalises the request, which may
+	// be just after the client read the last byte: wait (bounded) for it.
+	testkit.PollUntil(5*time.Second, func() bool {
+		tot := f.app.Server.Slots().Totals()
+		return tot.InFlight == 0 && tot.Waiting == 0
+	})
 	tot := f.app.Server.Slots().Totals()
 	if got := maxInFlight(f.fu.Hits()); got > 2 && tot.FailOpenGrants.QueueFull+tot.FailOpenGrants.Timeout == 0 {
 		t.Fatalf("upstream saw %d in flight with max_concurrent 2 and no fail-open grant", got)

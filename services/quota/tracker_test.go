@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -250,6 +251,14 @@ func TestPersistenceFailureRetried(t *testing.T) {
 	tr := newTracker(Options{Store: st, Clock: clock}, time.Hour)
 	tr.ObserveWindows("c1", []Window{{Name: Weekly, Used: 0.3}}, clock.Now())
 	waitSave(t, st)
+	// The store has answered; the failed write marks the connection dirty
+	// again just after. Wait for that (bounded) before the retry.
+	v, _ := tr.conns.Load("c1")
+	for deadline := time.Now().Add(10 * time.Second); !v.(*conn).dirty.Load(); runtime.Gosched() {
+		if time.Now().After(deadline) {
+			t.Fatal("the failed write never left the connection dirty")
+		}
+	}
 	st.mu.Lock()
 	st.fail = nil
 	st.mu.Unlock()
