@@ -25,34 +25,16 @@ func (r registrySource) ListCombos(ctx context.Context) ([]services.Combo, error
 	return r.s.combos.List(ctx)
 }
 
-// wireGateway builds the proxy engine and keeps its snapshot fresh: every
-// admin change to connections or combos reloads it.
+// wireGateway builds the proxy engine. Its snapshot follows the change feed
+// (wireFeed).
 func (s *Server) wireGateway(ctx context.Context, seed uint64) error {
 	reg, err := gateway.NewRegistry(ctx, registrySource{s})
 	if err != nil {
 		return err
 	}
-	var routeState *routing.MemoryState
-	reload := func() {
-		before := reg.Snapshot()
-		if err := reg.Reload(context.Background()); err != nil {
-			s.log.Error("reload routing snapshot", "err", err)
-			return
-		}
-		// A deleted combo's routing state (its LKGP record included) goes with it.
-		after := reg.Snapshot()
-		for _, c := range before.Combos() {
-			if _, ok := after.ComboByID(c.ID); !ok && routeState != nil {
-				routeState.Forget(c.ID)
-				s.gateway.ForgetCombo(c.ID)
-			}
-		}
-	}
-	s.conns.OnChange(reload)
-	s.combos.OnChange(reload)
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	s.gateway = gateway.New(s.clock, reg, gateway.NewUpstream(s.egress, Version), accounts.NewSelector(rng), s.resilience, s.logSink, s.metrics)
-	routeState, err = routing.NewMemoryState(ctx, routing.StateOptions{Now: s.clock.Now, LKGP: models.NewLKGPStore(s.db),
+	routeState, err := routing.NewMemoryState(ctx, routing.StateOptions{Now: s.clock.Now, LKGP: models.NewLKGPStore(s.db),
 		OnStoreError: func(err error) { s.log.Error("save last-known-good record", "err", err) }})
 	if err != nil {
 		return err
@@ -60,6 +42,7 @@ func (s *Server) wireGateway(ctx context.Context, seed uint64) error {
 	// The combo strategies draw from their own source, never the account selector's.
 	comboRNG := rand.New(rand.NewPCG(seed^0x5bd1e995, seed+1))
 	s.gateway.SetStrategies(routing.NewRegistry(comboRNG, routeState), routeState)
+	s.routeState = routeState
 	s.gwSettings = &gatewaySettings{src: s.settingsSvc.General}
 	s.quota = quota.New(quota.Options{Store: models.NewQuotaStore(s.db), Clock: s.clock, Logger: s.log.With("component", "quota"),
 		MaxStale: func() time.Duration {

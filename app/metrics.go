@@ -33,8 +33,12 @@ type metrics struct {
 	egressLocks        *prometheus.CounterVec
 	emergency          *prometheus.CounterVec
 	waits              *prometheus.CounterVec
+	storeErrors        *prometheus.CounterVec
+	feedErrors         *prometheus.CounterVec
 	// usage is when each connection last served a request successfully.
 	usage *connUsage
+	// log receives one line per store error (set by the server).
+	log *slog.Logger
 }
 
 func newMetrics() *metrics {
@@ -53,7 +57,11 @@ func newMetrics() *metrics {
 	m.egressLocks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_egress_locks_total", Help: "Egress-group locks applied."}, []string{"provider"})
 	m.emergency = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_emergency_fallbacks_total", Help: "Emergency fallback attempts."}, []string{"outcome"})
 	m.waits = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_cooldown_waits_total", Help: "Cooldown-aware waits."}, []string{"kind", "outcome"})
-	m.reg.MustRegister(m.waits, m.emergency, m.attempts, m.failures, m.failovers, m.excluded, m.poolExhausted, m.ttfb, m.httpRequests, m.httpDuration,
+	m.storeErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_store_errors_total",
+		Help: "Writes of state that failed after the answer was decided (memory kept the value), by store."}, []string{"store"})
+	m.feedErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_change_feed_errors_total",
+		Help: "Caches that could not apply a config or settings change, by kind."}, []string{"kind"})
+	m.reg.MustRegister(m.storeErrors, m.feedErrors, m.waits, m.emergency, m.attempts, m.failures, m.failovers, m.excluded, m.poolExhausted, m.ttfb, m.httpRequests, m.httpDuration,
 		m.cooldownsApplied, m.lockoutsApplied, m.breakerTransitions, m.egressLocks,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -118,6 +126,15 @@ func (m *metrics) Waited(combo bool) {
 // (connections.last_used_at): an atomic store in memory, no database write on
 // the request path. The gateway reports it next to Attempt(…, "success").
 func (m *metrics) Served(connectionID string, at time.Time) { m.usage.Served(connectionID, at) }
+
+// StoreError counts and logs a persistence error no caller could return
+// (gateway.Observer, and the app's own background writes).
+func (m *metrics) StoreError(store string, err error) {
+	m.storeErrors.WithLabelValues(store).Inc()
+	if m.log != nil {
+		m.log.Warn("state not stored; memory keeps it until the next write", "store", store, "err", err)
+	}
+}
 
 // usageFlushEvery is how often the last-used times are written, at most.
 const usageFlushEvery = 30 * time.Second

@@ -18,6 +18,7 @@ type stateCollector struct {
 	windowGate  *prometheus.Desc
 	logDepth    *prometheus.Desc
 	logDropped  *prometheus.Desc
+	logSlow     *prometheus.Desc
 	queued      *prometheus.Desc
 	rejections  *prometheus.Desc
 	slotsInUse  *prometheus.Desc
@@ -39,6 +40,8 @@ func newStateCollector(s *Server) *stateCollector {
 		windowGate:  prometheus.NewDesc("switchyard_window_gate_active", "Active window-gate entries.", []string{"provider"}, nil),
 		logDepth:    prometheus.NewDesc("switchyard_request_log_queue_depth", "Request-log entries waiting to be written.", nil, nil),
 		logDropped:  prometheus.NewDesc("switchyard_request_log_dropped_total", "Request-log entries dropped because the queue was full.", nil, nil),
+		logSlow: prometheus.NewDesc("switchyard_request_log_fallback_batches_total",
+			"Request-log batches written through the GORM fallback because SQLite's C API was unavailable (driver changed).", nil, nil),
 		queued:      prometheus.NewDesc("switchyard_rate_limit_queued", "Requests waiting in a connection's request queue.", []string{"provider", "connection"}, nil),
 		rejections:  prometheus.NewDesc("switchyard_rate_limit_rejections_total", "Requests refused by the local request queue.", []string{"code"}, nil),
 		slotsInUse:  prometheus.NewDesc("switchyard_connection_slots_in_use", "max_concurrent slots in use.", []string{"connection"}, nil),
@@ -50,7 +53,7 @@ func newStateCollector(s *Server) *stateCollector {
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.breaker, c.connections, c.lockouts, c.windowGate, c.logDepth, c.logDropped,
+	for _, d := range []*prometheus.Desc{c.breaker, c.connections, c.lockouts, c.windowGate, c.logDepth, c.logDropped, c.logSlow,
 		c.queued, c.rejections, c.slotsInUse, c.slotWaiters, c.failOpen, c.pins, c.leases} {
 		ch <- d
 	}
@@ -118,5 +121,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		st := s.logWriter.Stats()
 		ch <- prometheus.MustNewConstMetric(c.logDepth, prometheus.GaugeValue, float64(st.QueueDepth))
 		ch <- prometheus.MustNewConstMetric(c.logDropped, prometheus.CounterValue, float64(st.Dropped))
+	}
+	if s.logStore != nil {
+		ch <- prometheus.MustNewConstMetric(c.logSlow, prometheus.CounterValue, float64(s.logStore.FallbackBatches()))
 	}
 }

@@ -21,6 +21,7 @@ func (s *Server) wireResilience(ctx context.Context) error {
 		Logger:        s.log.With("component", "settings"),
 		KnownProvider: func(id string) bool { _, ok := s.catalog.Get().Get(id); return ok },
 		ResolveTarget: s.resolveTarget,
+		Feed:          s.feed,
 	})
 	if err != nil {
 		return err
@@ -58,6 +59,7 @@ func (s *Server) wireResilience(ctx context.Context) error {
 		Cooldown:   func(p string, r resilience.Reason) { s.metrics.cooldownsApplied.WithLabelValues(p, string(r)).Inc() },
 		Lockout:    func(p string, r resilience.Reason) { s.metrics.lockoutsApplied.WithLabelValues(p, string(r)).Inc() },
 		EgressLock: func(p string) { s.metrics.egressLocks.WithLabelValues(p).Inc() },
+		StoreError: s.metrics.StoreError,
 	}
 	// New credentials clear a terminal state (BD 4); deleted connections
 	// take their state with them.

@@ -492,7 +492,9 @@ func TestRuntimeBreakerResetAndResetAll(t *testing.T) {
 	}
 
 	// The window gate's entries are listed under the breakers, with Clear window gate.
-	eng.Gate.ProviderScope("fake", services.AuthAPIKey, 60_000)
+	if err := eng.Gate.ProviderScope(context.Background(), "fake", services.AuthAPIKey, 60_000); err != nil {
+		t.Fatal(err)
+	}
 	doc = dashParse(t, d.do("GET", "/runtime/breakers", nil, true, http.StatusOK))
 	gate := dashFind(t, doc, dashTID(views.WindowGateTableID)+" "+dashTID(views.RowID(views.RowWindowGate, "fake")))
 	if txt := rtText(gate); !strings.Contains(txt, fake.Name) || !strings.Contains(txt, "whole provider") ||

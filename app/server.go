@@ -25,6 +25,7 @@ import (
 	"switchyard/services/quota"
 	"switchyard/services/requestlog"
 	"switchyard/services/resilience"
+	"switchyard/services/routing"
 	"switchyard/services/traffic"
 )
 
@@ -49,6 +50,7 @@ type Server struct {
 	catalog     *services.CatalogueHolder
 	egress      *services.EgressGuard
 	settings    *models.SettingsStore
+	feed        *services.LocalFeed
 	conns       *services.Connections
 	combos      *services.Combos
 	keys        *services.Keys
@@ -63,6 +65,8 @@ type Server struct {
 	gwSettings  *gatewaySettings
 	slots       *traffic.Slots
 	queues      *traffic.Queues
+	routeState  *routing.MemoryState
+	learned     *learnedPersister
 	pins        *affinity.Pins
 	leases      *leases.Leases
 	toolLimits  *gateway.ToolLimits
@@ -122,12 +126,15 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 	if _, err := connStore.ListConnections(ctx); err != nil {
 		return fmt.Errorf("start-up refused: %w", err)
 	}
+	s.metrics = newMetrics()
+	s.metrics.log = s.log.With("component", "store")
+	s.feed = newFeed(s)
 	s.catalog = services.NewCatalogueHolder(services.NewCatalogue(customs))
 	s.settings = models.NewSettingsStore(s.db)
-	s.conns = services.NewConnections(connStore, s.clock, s.egress, s.catalog)
-	s.combos = services.NewCombos(models.NewComboStore(s.db), connStore, s.clock, s.catalog)
+	s.conns = services.NewConnections(connStore, s.clock, s.egress, s.catalog, s.feed)
+	s.combos = services.NewCombos(models.NewComboStore(s.db), connStore, s.clock, s.catalog, s.feed)
 	keyStore := models.NewKeyStore(s.db)
-	if s.keys, err = services.NewKeys(ctx, keyStore, connStore, s.clock); err != nil {
+	if s.keys, err = services.NewKeys(ctx, keyStore, connStore, s.clock, s.feed); err != nil {
 		return err
 	}
 	s.conns.UseReferenceStores(models.NewComboStore(s.db), keyStore)
@@ -141,12 +148,14 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 	if err := s.auth.BootstrapPassword(ctx, s.cfg.AdminPassword); err != nil {
 		return err
 	}
-	s.metrics = newMetrics()
 	if err := s.wireResilience(ctx); err != nil {
 		return err
 	}
 	s.metrics.reg.MustRegister(newStateCollector(s))
 	s.logStore = models.NewRequestLogStore(s.db)
+	s.logStore.OnSlowPath(func(reason error) {
+		s.log.Warn("request log: SQLite C-API writer unavailable, writing through GORM (slower, nothing lost)", "reason", reason)
+	})
 	s.logWriter = requestlog.New(s.logStore, s.log.With("component", "request-log"), requestlog.Options{})
 	s.logSink = logSink{s.logWriter}
 	if err := s.wireGateway(ctx, opts.Seed); err != nil {
@@ -155,6 +164,7 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 	if err := s.wireTraffic(ctx); err != nil {
 		return err
 	}
+	s.wireFeed()
 	s.status = s.newMonitor()
 	if s.cfg.Demo {
 		if s.demo, err = startDemo(ctx, s); err != nil {
@@ -163,6 +173,8 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 	}
 	s.cookies = newCookieSessions(s.keyring)
 	s.echo = s.routes()
+	// Last: nothing after it can fail, so no failed Build leaks the loop.
+	s.learned = startLearnedPersister(s.queues, learnedPersistTick, func(err error) { s.metrics.StoreError("learned_rate_limits", err) })
 	return nil
 }
 
@@ -194,6 +206,13 @@ func (s *Server) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		if err := s.metrics.usage.Close(ctx); err != nil {
 			s.log.Warn("connection last-used times not written at shutdown", "err", err)
+		}
+		cancel()
+	}
+	if s.learned != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if err := s.learned.Close(ctx); err != nil {
+			s.log.Warn("learned rate limits: not written at shutdown", "err", err)
 		}
 		cancel()
 	}
@@ -267,3 +286,13 @@ func (s *Server) Resilience() *resilience.Engine { return s.resilience }
 
 // Slots returns the connection slots (tests, runtime pages).
 func (s *Server) Slots() *traffic.Slots { return s.slots }
+
+// Queues returns the request queues of rate-limit protection (tests).
+func (s *Server) Queues() *traffic.Queues { return s.queues }
+
+// Settings returns the settings service (tests).
+func (s *Server) Settings() *resilience.SettingsService { return s.settingsSvc }
+
+// Feed returns the change feed every cache of config and settings follows
+// (tests drive it as another replica would).
+func (s *Server) Feed() services.ChangeFeed { return s.feed }

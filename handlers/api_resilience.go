@@ -61,7 +61,11 @@ func (h *ResilienceAPI) Reset(c echo.Context) error {
 		out["modelLockoutsCleared"] = n
 	}
 	if include["windowGate"] {
-		out["windowGateCleared"] = h.Engine.ClearWindowGate()
+		n, err := h.Engine.ClearWindowGate(ctx)
+		if err != nil {
+			return err
+		}
+		out["windowGateCleared"] = n
 	}
 	h.audit(c, "resilience.reset")
 	return writeAPIJSON(c, http.StatusOK, out)

@@ -24,18 +24,18 @@ type TrafficAPI struct {
 	Pins   PinAdmin
 }
 
-// QueueAdmin reads and resets the request queues (services/traffic.Queues).
+// QueueAdmin reads and resets the request queues (services/traffic.RateStore).
 type QueueAdmin interface {
 	Stats() []traffic.QueueStats
-	Reset() int
-	ResetConnection(connectionID string) int
+	Reset(ctx context.Context) (int, error)
+	ResetConnection(ctx context.Context, connectionID string) (int, error)
 }
 
-// SlotAdmin reads and resets the max_concurrent slots (services/traffic.Slots).
+// SlotAdmin reads and resets the max_concurrent slots (services/traffic.SlotStore).
 type SlotAdmin interface {
 	SlotStats
-	Reset() int
-	ResetConnection(connectionID string) int
+	Reset(ctx context.Context) (int, error)
+	ResetConnection(ctx context.Context, connectionID string) (int, error)
 }
 
 // PinAdmin counts and clears the session-affinity pins (services/affinity.Pins).
@@ -86,19 +86,27 @@ func (h *TrafficAPI) ResetConcurrency(c echo.Context) error {
 	if in.Target != "slots" && in.Target != "queues" && in.Target != "all" {
 		return services.Invalid("target", "Use slots, queues or all.")
 	}
+	ctx := c.Request().Context()
 	out := map[string]int{"slotsReset": 0, "queuesReset": 0}
+	var err error
 	if in.Target != "queues" {
 		if in.ConnectionID != "" {
-			out["slotsReset"] = h.Slots.ResetConnection(in.ConnectionID)
+			out["slotsReset"], err = h.Slots.ResetConnection(ctx, in.ConnectionID)
 		} else {
-			out["slotsReset"] = h.Slots.Reset()
+			out["slotsReset"], err = h.Slots.Reset(ctx)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	if in.Target != "slots" {
 		if in.ConnectionID != "" {
-			out["queuesReset"] = h.Queues.ResetConnection(in.ConnectionID)
+			out["queuesReset"], err = h.Queues.ResetConnection(ctx, in.ConnectionID)
 		} else {
-			out["queuesReset"] = h.Queues.Reset()
+			out["queuesReset"], err = h.Queues.Reset(ctx)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	h.audit(c, "concurrency.reset", "target", in.Target)

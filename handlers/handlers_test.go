@@ -73,7 +73,7 @@ func (f *fakeEngine) ClearCooldowns(_ context.Context, conns []services.Connecti
 func (f *fakeEngine) ResetConnection(context.Context, services.Connection, bool) error { return nil }
 func (f *fakeEngine) ResetBreaker(context.Context, string) error                       { return nil }
 func (f *fakeEngine) ResetBreakers(context.Context) (int, error)                       { return 0, nil }
-func (f *fakeEngine) ClearWindowGate() int                                             { return 0 }
+func (f *fakeEngine) ClearWindowGate(context.Context) (int, error)                     { return 0, nil }
 func (f *fakeEngine) ClearLockouts(_ context.Context, lf resilience.LockFilter) (int, error) {
 	f.filters = append(f.filters, lf)
 	return 1, nil
@@ -224,14 +224,18 @@ func TestRuntimeReEnableModelNamesTheConnectionFromMemory(t *testing.T) {
 
 type fakeQueues struct{ stats []traffic.QueueStats }
 
-func (f fakeQueues) Stats() []traffic.QueueStats { return f.stats }
-func (fakeQueues) Reset() int                    { return 0 }
-func (fakeQueues) ResetConnection(string) int    { return 0 }
+func (f fakeQueues) Stats() []traffic.QueueStats      { return f.stats }
+func (fakeQueues) Reset(context.Context) (int, error) { return 0, nil }
+func (fakeQueues) ResetConnection(context.Context, string) (int, error) {
+	return 0, nil
+}
 func (fakeSlots) Stats() []traffic.SlotStats {
 	return []traffic.SlotStats{{ConnectionID: "c_ok", Limit: 2}}
 }
-func (fakeSlots) Reset() int                    { return 0 }
-func (fakeSlots) ResetConnection(id string) int { return 1 }
+func (fakeSlots) Reset(context.Context) (int, error) { return 0, nil }
+func (fakeSlots) ResetConnection(_ context.Context, id string) (int, error) {
+	return 1, nil
+}
 
 type fakeSlots struct{}
 

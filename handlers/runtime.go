@@ -30,7 +30,7 @@ type ResilienceActions interface {
 	ConnectionResetter
 	ResetBreaker(ctx context.Context, provider string) error
 	ResetBreakers(ctx context.Context) (int, error)
-	ClearWindowGate() int
+	ClearWindowGate(ctx context.Context) (int, error)
 	ClearLockouts(ctx context.Context, f resilience.LockFilter) (int, error)
 }
 
@@ -318,7 +318,10 @@ func (h *Runtime) ResetBreakers(c echo.Context) error {
 // ClearWindowGate drops every window-gate entry (twin POST
 // /api/resilience/reset with {"include": ["windowGate"]}).
 func (h *Runtime) ClearWindowGate(c echo.Context) error {
-	n := h.Engine.ClearWindowGate()
+	n, err := h.Engine.ClearWindowGate(c.Request().Context())
+	if err != nil {
+		return err
+	}
 	trigger(c, views.EventResilienceChanged, nil)
 	toast(c, "success", "Cleared "+views.Plural(n, "window-gate entry", "window-gate entries")+".")
 	return afterMutation(c, runtimeHref, func() error { return h.renderBreakersPanel(c, "") })

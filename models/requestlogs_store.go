@@ -2,29 +2,25 @@ package models
 
 import (
 	"context"
-	"database/sql/driver"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/bits"
-	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
-	"unsafe"
 
 	"gorm.io/gorm"
-	"modernc.org/libc"
-	"modernc.org/libc/sys/types"
-	sqlite3 "modernc.org/sqlite/lib"
+	"gorm.io/gorm/clause"
 
+	"switchyard/models/sqlitefast"
 	"switchyard/services"
 )
 
-// requestLogColumns lists request_logs in the order logEncoder writes values.
+// requestLogColumns lists request_logs in the order encodeRequestLogs writes values.
 const requestLogColumns = "id, created_at, client_request_id, api_key_id, api_key_name, api_key_prefix, method, endpoint, " +
 	"inbound_format, stream, stream_outcome, requested_model, resolved_kind, combo_name, combo_path, strategy, " +
 	"provider, model, connection_id, upstream_format, status, outcome, error_code, attempts, attempt_log, " +
@@ -42,9 +38,16 @@ const purgeChunk = 5000
 type RequestLogStore struct {
 	db *gorm.DB
 
-	// mu serialises writes so they can share enc's buffers.
-	mu  sync.Mutex
-	enc logEncoder
+	// mu serialises writes so they can share batch's buffers.
+	mu    sync.Mutex
+	batch sqlitefast.Batch
+	// fast is cleared for good the first time the C-API path reports
+	// sqlitefast.ErrUnsupported; from then on batches go through GORM.
+	fast      atomic.Bool
+	fallbacks atomic.Int64
+	onSlow    func(reason error)
+	// exec is sqlitefast.Exec (tests replace it to force the fallback).
+	exec func(context.Context, *sql.Conn, *sqlitefast.Insert, *sqlitefast.Batch) error
 }
 
 var (
@@ -53,35 +56,64 @@ var (
 	_ services.RequestLogPurger = (*RequestLogStore)(nil)
 )
 
+// requestLogInsert is the fast path's INSERT family; re-delivered ids are
+// skipped.
+var requestLogInsert = &sqlitefast.Insert{Prefix: "INSERT INTO request_logs (" + requestLogColumns + ") VALUES ",
+	Columns: requestLogColumnCount, Suffix: " ON CONFLICT (id) DO NOTHING"}
+
+// fallbackBatchRows bounds the rows of one GORM INSERT (39 columns each,
+// well under SQLite's 32766 bound parameters).
+const fallbackBatchRows = 64
+
 // NewRequestLogStore builds the repository.
-func NewRequestLogStore(db *gorm.DB) *RequestLogStore { return &RequestLogStore{db: db} }
+func NewRequestLogStore(db *gorm.DB) *RequestLogStore {
+	s := &RequestLogStore{db: db, exec: sqlitefast.Exec}
+	s.fast.Store(true)
+	return s
+}
+
+// OnSlowPath registers f, told once why the store left the C-API path for
+// the GORM batch insert (the app logs it).
+func (s *RequestLogStore) OnSlowPath(f func(reason error)) { s.onSlow = f }
+
+// FallbackBatches counts the batches written through GORM because the
+// C-API path was unavailable.
+func (s *RequestLogStore) FallbackBatches() int64 { return s.fallbacks.Load() }
 
 // WriteRequestLogs inserts a batch in one transaction. Entries whose id is
 // already stored are skipped, so a re-delivered batch is harmless.
 //
-// The rows go through SQLite's C API on the pool's connection rather than
-// through database/sql, whose driver parses every statement anew: statement
-// text made up most of the cost of a logged request. The connection keeps
-// one prepared INSERT per power-of-two row count up to maxInsertRows
-// (logConn), so after the first batches nothing is parsed; a batch binds its
-// values to them and steps them inside BEGIN IMMEDIATE … COMMIT, exactly the
-// transaction database/sql would have run.
+// The rows go through SQLite's C API (package sqlitefast), which skips
+// database/sql's statement parsing: most of the cost of a logged request.
+// When that path is unavailable (another driver, or driver versions it was
+// not verified against) the store switches for good to a GORM batch insert
+// with the same rows and the same transaction: slower, never a lost log.
 func (s *RequestLogStore) WriteRequestLogs(ctx context.Context, entries []services.RequestLogEntry) error {
 	if len(entries) == 0 {
 		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	defer s.enc.release()
-	if err := s.enc.encode(entries); err != nil {
-		return fmt.Errorf("models: write request logs: %w", err)
+	if s.fast.Load() {
+		err := s.writeFast(ctx, entries)
+		if !errors.Is(err, sqlitefast.ErrUnsupported) {
+			return translate(err, fmt.Sprintf("write %d request logs", len(entries)))
+		}
+		s.fast.Store(false)
+		if s.onSlow != nil {
+			s.onSlow(err)
+		}
 	}
-	err := s.insert(ctx)
-	return translate(err, fmt.Sprintf("write %d request logs", len(entries)))
+	s.fallbacks.Add(1)
+	return translate(s.writeGORM(ctx, entries), fmt.Sprintf("write %d request logs", len(entries)))
 }
 
-// insert writes what s.enc holds in one transaction on the pool's connection.
-func (s *RequestLogStore) insert(ctx context.Context) error {
+// writeFast writes entries through the C API on the pool's connection.
+func (s *RequestLogStore) writeFast(ctx context.Context, entries []services.RequestLogEntry) error {
+	defer s.batch.Release()
+	if err := encodeRequestLogs(&s.batch, entries); err != nil {
+		return fmt.Errorf("models: write request logs: %w", err)
+	}
 	sqlDB, err := s.db.DB()
 	if err != nil {
 		return err
@@ -91,34 +123,15 @@ func (s *RequestLogStore) insert(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close()
-	return conn.Raw(func(dc any) error {
-		lc, err := logConnFor(dc)
-		if err != nil {
-			return err
-		}
-		// The driver's own transaction: BEGIN with the DSN's _txlock mode.
-		begin, ok := dc.(driver.ConnBeginTx)
-		if !ok {
-			return fmt.Errorf("request logs: %T cannot begin a transaction", dc)
-		}
-		tx, err := begin.BeginTx(ctx, driver.TxOptions{})
-		if err != nil {
-			return err
-		}
-		if err = lc.insert(ctx, &s.enc); err == nil {
-			err = ctx.Err() // as database/sql would, refuse to commit once ctx has ended
-		}
-		if err == nil {
-			err = tx.Commit()
-		}
-		if err != nil && lc.inTransaction() {
-			if rbErr := tx.Rollback(); rbErr != nil && lc.inTransaction() {
-				// ErrBadConn makes database/sql close the connection, which
-				// rolls back, rather than pool it with the transaction open.
-				return errors.Join(err, fmt.Errorf("rollback: %w", rbErr), driver.ErrBadConn)
-			}
-		}
-		return err
+	return s.exec(ctx, conn, requestLogInsert, &s.batch)
+}
+
+// writeGORM is the fallback: multi-row INSERTs of fallbackBatchRows rows in
+// one transaction, ids already stored skipped.
+func (s *RequestLogStore) writeGORM(ctx context.Context, entries []services.RequestLogEntry) error {
+	rows := requestLogRows(entries)
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		return tx.Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(&rows, fallbackBatchRows).Error
 	})
 }
 
@@ -243,116 +256,98 @@ func (r RequestLogRow) domain() services.RequestLogEntry {
 	return e
 }
 
-// logParam is one bound value of an INSERT: an integer, a NULL, or a text
-// held in logEncoder.text[v:v+n].
-type logParam struct {
-	v int64 // the integer, or the text's offset
-	n int   // the text's length, or paramInt or paramNull
-}
-
-const (
-	paramInt  = -1
-	paramNull = -2
-)
-
-// maxKeptText is the most text a logEncoder or logConn keeps allocated
-// between batches; a batch of large captured bodies does not pin its buffers.
-const maxKeptText = 4 << 20
-
-// logEncoder holds the values of a batch: requestLogColumnCount per row in
-// requestLogColumns order, every text (the JSON columns included) in one
-// buffer that logConn copies to C memory in one piece.
-type logEncoder struct {
-	params []logParam
-	text   []byte
-}
-
-func (e *logEncoder) encode(entries []services.RequestLogEntry) error {
-	e.params = slices.Grow(e.params[:0], len(entries)*requestLogColumnCount)
-	e.text = e.text[:0]
+// encodeRequestLogs appends the values of entries to b, requestLogColumnCount
+// per row in requestLogColumns order; the JSON columns are encoded here
+// (appendAttemptLog, appendWarnings, appendBodies).
+func encodeRequestLogs(b *sqlitefast.Batch, entries []services.RequestLogEntry) error {
+	b.Reset(len(entries) * requestLogColumnCount)
 	for i := range entries {
 		x := &entries[i]
 		method := x.Method
 		if method == "" {
 			method = "POST"
 		}
-		e.str(x.ID)
-		e.int(x.CreatedAt.UnixMilli())
+		b.Str(x.ID)
+		b.Int(x.CreatedAt.UnixMilli())
 		for _, v := range [...]string{x.ClientRequestID, x.APIKeyID, x.APIKeyName, x.APIKeyPrefix, method, x.Endpoint, x.InboundFormat} {
-			e.str(v)
+			b.Str(v)
 		}
-		e.bool(x.Stream)
+		b.Bool(x.Stream)
 		for _, v := range [...]string{x.StreamOutcome, x.RequestedModel, x.ResolvedKind, x.ComboName, x.ComboPath, x.Strategy,
 			x.Provider, x.Model, x.ConnectionID, x.UpstreamFormat} {
-			e.str(v)
+			b.Str(v)
 		}
-		e.int(int64(x.Status))
-		e.str(x.Outcome)
-		e.str(x.ErrorCode)
-		e.int(int64(x.Attempts))
-		off := len(e.text)
-		e.text = appendAttemptLog(e.text, x.AttemptLog)
-		e.span(off)
+		b.Int(int64(x.Status))
+		b.Str(x.Outcome)
+		b.Str(x.ErrorCode)
+		b.Int(int64(x.Attempts))
+		off := len(b.Text)
+		b.Text = appendAttemptLog(b.Text, x.AttemptLog)
+		b.Span(off)
 		for _, v := range [...]int64{x.PromptTokens, x.CachedTokens, x.CacheWriteTokens, x.CompletionTokens, x.ReasoningTokens, x.LatencyMs} {
-			e.int(v)
+			b.Int(v)
 		}
 		if x.TtftMs == nil {
-			e.null()
+			b.Null()
 		} else {
-			e.int(*x.TtftMs)
+			b.Int(*x.TtftMs)
 		}
-		e.int(x.UpstreamLatencyMs)
-		off = len(e.text)
-		e.text = appendWarnings(e.text, x.Warnings)
-		e.span(off)
+		b.Int(x.UpstreamLatencyMs)
+		off = len(b.Text)
+		b.Text = appendWarnings(b.Text, x.Warnings)
+		b.Span(off)
 		for _, v := range [...]bool{x.AffinityHit, x.LeaseManaged, x.EmergencyFallback, x.BodiesCaptured} {
-			e.bool(v)
+			b.Bool(v)
 		}
 		if x.Bodies == nil {
-			e.null()
+			b.Null()
 		} else {
-			off = len(e.text)
-			e.text = appendBodies(e.text, x.Bodies)
-			e.span(off)
+			off = len(b.Text)
+			b.Text = appendBodies(b.Text, x.Bodies)
+			b.Span(off)
 		}
 	}
-	if len(e.params) != len(entries)*requestLogColumnCount {
-		return fmt.Errorf("encoded %d values for %d rows of %d columns", len(e.params), len(entries), requestLogColumnCount)
+	if len(b.Params) != len(entries)*requestLogColumnCount {
+		return fmt.Errorf("encoded %d values for %d rows of %d columns", len(b.Params), len(entries), requestLogColumnCount)
 	}
 	return nil
 }
 
-// release drops buffers a batch of large entries grew.
-func (e *logEncoder) release() {
-	if cap(e.text) > maxKeptText {
-		e.text = nil
+// requestLogRows is the fallback's form of entries: the rows GORM inserts,
+// with the JSON columns encoded as the fast path encodes them.
+func requestLogRows(entries []services.RequestLogEntry) []RequestLogRow {
+	rows := make([]RequestLogRow, len(entries))
+	var buf []byte
+	for i := range entries {
+		x := &entries[i]
+		method := x.Method
+		if method == "" {
+			method = "POST"
+		}
+		buf = appendAttemptLog(buf[:0], x.AttemptLog)
+		attempts := string(buf)
+		buf = appendWarnings(buf[:0], x.Warnings)
+		warnings := string(buf)
+		var bodies *string
+		if x.Bodies != nil {
+			buf = appendBodies(buf[:0], x.Bodies)
+			s := string(buf)
+			bodies = &s
+		}
+		rows[i] = RequestLogRow{ID: x.ID, CreatedAt: x.CreatedAt.UnixMilli(), ClientRequestID: x.ClientRequestID,
+			APIKeyID: x.APIKeyID, APIKeyName: x.APIKeyName, APIKeyPrefix: x.APIKeyPrefix, Method: method,
+			Endpoint: x.Endpoint, InboundFormat: x.InboundFormat, Stream: x.Stream, StreamOutcome: x.StreamOutcome,
+			RequestedModel: x.RequestedModel, ResolvedKind: x.ResolvedKind, ComboName: x.ComboName, ComboPath: x.ComboPath,
+			Strategy: x.Strategy, Provider: x.Provider, Model: x.Model, ConnectionID: x.ConnectionID,
+			UpstreamFormat: x.UpstreamFormat, Status: x.Status, Outcome: x.Outcome, ErrorCode: x.ErrorCode,
+			Attempts: x.Attempts, AttemptLog: attempts, PromptTokens: x.PromptTokens, CachedTokens: x.CachedTokens,
+			CacheWriteTokens: x.CacheWriteTokens, CompletionTokens: x.CompletionTokens, ReasoningTokens: x.ReasoningTokens,
+			LatencyMs: x.LatencyMs, TtftMs: x.TtftMs, UpstreamLatencyMs: x.UpstreamLatencyMs, Warnings: warnings,
+			AffinityHit: x.AffinityHit, LeaseManaged: x.LeaseManaged, EmergencyFallback: x.EmergencyFallback,
+			BodiesCaptured: x.BodiesCaptured, Bodies: bodies}
 	}
-	if cap(e.params) > 1024*requestLogColumnCount {
-		e.params = nil
-	}
+	return rows
 }
-
-func (e *logEncoder) str(s string) {
-	e.params = append(e.params, logParam{v: int64(len(e.text)), n: len(s)})
-	e.text = append(e.text, s...)
-}
-
-// span records e.text[off:] as the next text value.
-func (e *logEncoder) span(off int) {
-	e.params = append(e.params, logParam{v: int64(off), n: len(e.text) - off})
-}
-
-func (e *logEncoder) int(v int64) { e.params = append(e.params, logParam{v: v, n: paramInt}) }
-
-func (e *logEncoder) bool(v bool) {
-	if v {
-		e.int(1)
-	} else {
-		e.int(0)
-	}
-}
-
-func (e *logEncoder) null() { e.params = append(e.params, logParam{n: paramNull}) }
 
 // The JSON columns are written byte for byte as encoding/json.Marshal writes
 // them (TestRequestLogJSONColumnsMatchEncodingJSON), without its reflection.
@@ -470,264 +465,3 @@ func appendJSONString(b []byte, s string) []byte {
 	}
 	return append(append(b, s[start:]...), '"')
 }
-
-// maxInsertRows is the most rows one INSERT writes. A batch is written as
-// INSERTs of the powers of two that add up to its length, at most
-// maxInsertRows each, so the connection keeps at most insertSizes prepared
-// statements and a full writer batch of 256 runs the 64-row one four times.
-// Once nothing is parsed, 64 rows per step instead of 1 still save 10-15 %
-// of the CPU (the set-up of each step); 256 save nothing more measurable, and
-// a statement's memory grows with its rows (~210 KB for 64, ~480 KB for all
-// seven sizes).
-const (
-	maxInsertRows = 1 << (insertSizes - 1)
-	insertSizes   = 7
-)
-
-// insertSQL is the INSERT of rows rows of bound parameters.
-func insertSQL(rows int) string {
-	row := "(" + strings.Repeat("?,", requestLogColumnCount-1) + "?)"
-	return "INSERT INTO request_logs (" + requestLogColumns + ") VALUES " +
-		strings.Repeat(row+",", rows-1) + row + " ON CONFLICT (id) DO NOTHING"
-}
-
-// logConn is the request log writer's state on one SQLite connection: its
-// prepared INSERTs (stmts[j] writes 1<<j rows) and a C copy of the batch's
-// texts, which the statements bind without copying (SQLITE_STATIC). It lives
-// as long as the connection: a SQLITE_TRACE_CLOSE hook finalizes the
-// statements when the connection closes, before SQLite checks that none is
-// left, so closing works as it did without them.
-type logConn struct {
-	tls      *libc.TLS
-	db       uintptr // sqlite3*
-	stmts    [insertSizes]uintptr
-	arena    uintptr
-	arenaCap int
-	pins     [len(allocatorPins)]uintptr
-}
-
-// allocatorPins are the sizes of the C blocks a logConn holds only so that
-// libc's allocator keeps a page of their size classes mapped. It hands out
-// blocks up to 256 KiB from 1 MiB pages of one size class and unmaps a page
-// as soon as its last block is freed, so SQLite's short-lived scratch space
-// for splitting B-tree pages (12-24 KiB) and for multi-row statements'
-// in-memory statement journals (64 KiB chunks) cost an mmap, page faults and
-// an munmap per use: a quarter to a third of the CPU of a batch
-// (BenchmarkWriteRequestLogs profiles). One held block per class keeps its page, for every statement on
-// any connection.
-var allocatorPins = [...]int{12 << 10, 24 << 10, 96 << 10}
-
-// logConns maps an open connection's sqlite3* to its logConn.
-var logConns struct {
-	sync.Mutex
-	m map[uintptr]*logConn
-}
-
-// logConnFor returns the logConn of the driver connection dc, which the
-// caller holds (sql.Conn.Raw).
-func logConnFor(dc any) (*logConn, error) {
-	tls, db, ok := sqliteHandles(dc)
-	if !ok {
-		return nil, fmt.Errorf("request logs: %T is not the SQLite driver's connection", dc)
-	}
-	logConns.Lock()
-	lc := logConns.m[db]
-	logConns.Unlock()
-	if lc != nil && lc.tls == tls {
-		return lc, nil
-	}
-	if lc != nil {
-		// Left by a closed connection whose close hook did not run (another
-		// trace hook replaced it). Its statements, if any, keep it a zombie
-		// until they are finalized, which any thread state can do.
-		lc.free(tls)
-	}
-	lc = &logConn{tls: tls, db: db}
-	// The only trace hook on the connection: the driver sets one only with
-	// its debug statement logging on, which this would replace.
-	if rc := sqlite3.Xsqlite3_trace_v2(tls, db, sqlite3.SQLITE_TRACE_CLOSE, logConnCloseHook, db); rc != sqlite3.SQLITE_OK {
-		return nil, lc.error(rc)
-	}
-	for i, n := range allocatorPins {
-		lc.pins[i] = libc.Xmalloc(tls, types.Size_t(n))
-	}
-	logConns.Lock()
-	if logConns.m == nil {
-		logConns.m = map[uintptr]*logConn{}
-	}
-	logConns.m[db] = lc
-	logConns.Unlock()
-	return lc, nil
-}
-
-// sqliteHandles reads the libc thread state and sqlite3* out of the driver
-// connection (github.com/glebarez/go-sqlite's conn, which exports neither).
-// It reports false for anything of another shape.
-func sqliteHandles(dc any) (*libc.TLS, uintptr, bool) {
-	v := reflect.ValueOf(dc)
-	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
-		return nil, 0, false
-	}
-	db, tls := v.Elem().FieldByName("db"), v.Elem().FieldByName("tls")
-	if db.Kind() != reflect.Uintptr || db.Uint() == 0 || !tls.IsValid() || tls.Type() != reflect.TypeFor[*libc.TLS]() || tls.IsNil() {
-		return nil, 0, false
-	}
-	return (*libc.TLS)(tls.UnsafePointer()), uintptr(db.Uint()), true
-}
-
-// logConnCloseHook is closeLogConn as a C function pointer.
-var logConnCloseHook = *(*uintptr)(unsafe.Pointer(&struct {
-	f func(*libc.TLS, uint32, uintptr, uintptr, uintptr) int32
-}{closeLogConn}))
-
-// closeLogConn is the SQLITE_TRACE_CLOSE callback: SQLite calls it from
-// sqlite3_close_v2 with the connection's mutex held and key = its sqlite3*.
-func closeLogConn(tls *libc.TLS, _ uint32, key, _, _ uintptr) int32 {
-	logConns.Lock()
-	lc := logConns.m[key]
-	delete(logConns.m, key)
-	logConns.Unlock()
-	if lc != nil {
-		lc.free(tls)
-	}
-	return 0
-}
-
-// free finalizes lc's statements and frees its C memory, with tls.
-func (lc *logConn) free(tls *libc.TLS) {
-	for j, p := range lc.stmts {
-		sqlite3.Xsqlite3_finalize(tls, p) // a no-op on 0
-		lc.stmts[j] = 0
-	}
-	libc.Xfree(tls, lc.arena)
-	lc.arena, lc.arenaCap = 0, 0
-	for i, p := range lc.pins {
-		libc.Xfree(tls, p)
-		lc.pins[i] = 0
-	}
-}
-
-// inTransaction reports whether the connection has a transaction open.
-func (lc *logConn) inTransaction() bool { return sqlite3.Xsqlite3_get_autocommit(lc.tls, lc.db) == 0 }
-
-// insert writes the rows of e inside the caller's transaction, checking ctx
-// between statements.
-func (lc *logConn) insert(ctx context.Context, e *logEncoder) error {
-	if err := lc.load(e.text); err != nil {
-		return err
-	}
-	defer func() {
-		if lc.arenaCap > maxKeptText {
-			libc.Xfree(lc.tls, lc.arena)
-			lc.arena, lc.arenaCap = 0, 0 // the statements still point there, but only until rebound
-		}
-	}()
-	params := e.params
-	for len(params) > 0 {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		j := min(bits.Len(uint(len(params)/requestLogColumnCount))-1, insertSizes-1)
-		stmt, err := lc.stmt(j)
-		if err != nil {
-			return err
-		}
-		n := requestLogColumnCount << j
-		if err := lc.exec(stmt, params[:n]); err != nil {
-			return err
-		}
-		params = params[n:]
-	}
-	return nil
-}
-
-// load copies text to the C arena.
-func (lc *logConn) load(text []byte) error {
-	if lc.arenaCap < max(len(text), 1) {
-		libc.Xfree(lc.tls, lc.arena)
-		lc.arena, lc.arenaCap = 0, 0
-		n := max(len(text), 64<<10)
-		p := libc.Xmalloc(lc.tls, types.Size_t(n))
-		if p == 0 {
-			return &sqliteError{code: sqlite3.SQLITE_NOMEM, msg: "out of memory (7)"}
-		}
-		lc.arena, lc.arenaCap = p, n
-	}
-	copy(unsafe.Slice((*byte)(cPointer(lc.arena)), len(text)), text)
-	return nil
-}
-
-// stmt returns the prepared INSERT of 1<<j rows, preparing it on first use.
-func (lc *logConn) stmt(j int) (uintptr, error) {
-	if p := lc.stmts[j]; p != 0 {
-		return p, nil
-	}
-	sql := insertSQL(1 << j)
-	z, err := libc.CString(sql)
-	if err != nil {
-		return 0, err
-	}
-	defer libc.Xfree(lc.tls, z)
-	pp := lc.tls.Alloc(int(unsafe.Sizeof(uintptr(0))))
-	defer lc.tls.Free(int(unsafe.Sizeof(uintptr(0))))
-	rc := sqlite3.Xsqlite3_prepare_v3(lc.tls, lc.db, z, int32(len(sql)+1), sqlite3.SQLITE_PREPARE_PERSISTENT, pp, 0)
-	if rc != sqlite3.SQLITE_OK {
-		return 0, lc.error(rc)
-	}
-	lc.stmts[j] = *(*uintptr)(cPointer(pp))
-	return lc.stmts[j], nil
-}
-
-// exec binds params to stmt and runs it once.
-func (lc *logConn) exec(stmt uintptr, params []logParam) error {
-	for i, p := range params {
-		var rc int32
-		switch p.n {
-		case paramInt:
-			rc = sqlite3.Xsqlite3_bind_int64(lc.tls, stmt, int32(i+1), p.v)
-		case paramNull:
-			rc = sqlite3.Xsqlite3_bind_null(lc.tls, stmt, int32(i+1))
-		default: // SQLITE_STATIC (0): the arena outlives the step
-			rc = sqlite3.Xsqlite3_bind_text64(lc.tls, stmt, int32(i+1), lc.arena+uintptr(p.v), uint64(p.n), 0, sqlite3.SQLITE_UTF8)
-		}
-		if rc != sqlite3.SQLITE_OK {
-			return lc.error(rc)
-		}
-	}
-	var err error
-	if rc := sqlite3.Xsqlite3_step(lc.tls, stmt); rc != sqlite3.SQLITE_DONE {
-		err = lc.error(rc)
-	}
-	sqlite3.Xsqlite3_reset(lc.tls, stmt) // repeats step's error, reported above
-	return err
-}
-
-// error describes the connection's last error as the driver does (so
-// IsUnavailable recognises a busy database).
-func (lc *logConn) error(rc int32) error {
-	str := libc.GoString(sqlite3.Xsqlite3_errstr(lc.tls, rc))
-	msg := libc.GoString(sqlite3.Xsqlite3_errmsg(lc.tls, lc.db))
-	busy := ""
-	if rc == sqlite3.SQLITE_BUSY {
-		busy = " (SQLITE_BUSY)"
-	}
-	if msg == str {
-		return &sqliteError{code: int(rc), msg: fmt.Sprintf("%s (%d)%s", str, rc, busy)}
-	}
-	return &sqliteError{code: int(rc), msg: fmt.Sprintf("%s: %s (%d)%s", str, msg, rc, busy)}
-}
-
-// sqliteError is a SQLite result code with its message.
-type sqliteError struct {
-	code int
-	msg  string
-}
-
-func (e *sqliteError) Error() string { return e.msg }
-
-// Code returns the (extended) result code, as the driver's errors do.
-func (e *sqliteError) Code() int { return e.code }
-
-// cPointer turns an address in C memory (libc's allocator, outside the Go
-// heap) into a pointer.
-func cPointer(p uintptr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&p)) }

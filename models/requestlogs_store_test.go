@@ -451,11 +451,15 @@ func BenchmarkWriteRequestLogs(b *testing.B) {
 		PromptTokens: 52, CompletionTokens: 9, LatencyMs: 131, TtftMs: &ttft, UpstreamLatencyMs: 130,
 	}
 	for _, c := range []struct {
-		name  string
-		entry services.RequestLogEntry
-	}{{"full", fullEntry()}, {"typical", typical}} {
+		name     string
+		entry    services.RequestLogEntry
+		fallback bool
+	}{{"full", fullEntry(), false}, {"typical", typical, false}, {"typical-gorm-fallback", typical, true}} {
 		b.Run(c.name, func(b *testing.B) {
 			s := models.NewRequestLogStore(testkit.OpenDB(b))
+			if c.fallback {
+				models.BreakRequestLogFastPath(s)
+			}
 			batch := make([]services.RequestLogEntry, 256)
 			n := 0
 			for b.Loop() {

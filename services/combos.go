@@ -104,25 +104,23 @@ const ComboNameRule = "Use 1–100 letters, digits and . _ : / -, starting with 
 
 // Combos is the service behind the Combos page and /api/combos.
 type Combos struct {
-	store    ComboStore
-	conns    ConnectionStore
-	clock    Clock
-	catalog  func() *Catalogue
-	onChange func()
+	store   ComboStore
+	conns   ConnectionStore
+	clock   Clock
+	catalog func() *Catalogue
+	feed    ChangeFeed
 }
 
-// NewCombos builds the service.
-func NewCombos(store ComboStore, conns ConnectionStore, clock Clock, cat *CatalogueHolder) *Combos {
-	return &Combos{store: store, conns: conns, clock: clock, catalog: cat.Get}
+// NewCombos builds the service; it publishes every change on feed (nil =
+// nobody caches combos).
+func NewCombos(store ComboStore, conns ConnectionStore, clock Clock, cat *CatalogueHolder, feed ChangeFeed) *Combos {
+	return &Combos{store: store, conns: conns, clock: clock, catalog: cat.Get, feed: feed}
 }
 
-// OnChange registers a hook run after each mutation.
-func (s *Combos) OnChange(f func()) { s.onChange = f }
-
-func (s *Combos) changed() {
-	if s.onChange != nil {
-		s.onChange()
-	}
+// changed publishes a committed write: id "" when it touched several combos.
+// The caches' errors come back wrapped.
+func (s *Combos) changed(ctx context.Context, id, payload string) error {
+	return publish(ctx, s.feed, Change{Kind: ChangeCombo, Key: id, Payload: payload})
 }
 
 // List returns combos in list order.
@@ -151,8 +149,7 @@ func (s *Combos) Create(ctx context.Context, in ComboInput) (Combo, []string, er
 	if err := s.store.CreateCombo(ctx, c); err != nil {
 		return Combo{}, nil, fmt.Errorf("services: create combo: %w", err)
 	}
-	s.changed()
-	return c, warnings, nil
+	return c, warnings, s.changed(ctx, c.ID, "")
 }
 
 // Replace validates and replaces a combo (PUT); target ids are kept.
@@ -173,8 +170,7 @@ func (s *Combos) Replace(ctx context.Context, id string, in ComboInput) (Combo, 
 	if err := s.store.UpdateCombo(ctx, c); err != nil {
 		return Combo{}, nil, fmt.Errorf("services: update combo %s: %w", id, err)
 	}
-	s.changed()
-	return c, warnings, nil
+	return c, warnings, s.changed(ctx, id, "")
 }
 
 // Patch edits name, description, enabled and hidden.
@@ -225,8 +221,7 @@ func (s *Combos) Patch(ctx context.Context, id string, p ComboPatch) (Combo, err
 	if err := s.store.UpdateCombo(ctx, c); err != nil {
 		return Combo{}, err
 	}
-	s.changed()
-	return c, nil
+	return c, s.changed(ctx, id, "")
 }
 
 // SetEnabled switches a combo on or off.
@@ -284,8 +279,12 @@ func (s *Combos) Delete(ctx context.Context, id string, force bool) error {
 	if err := s.store.DeleteCombo(ctx, id); err != nil {
 		return fmt.Errorf("services: delete combo %s: %w", id, err)
 	}
-	s.changed()
-	return nil
+	for _, r := range refs {
+		if err := s.changed(ctx, r.ID, ""); err != nil {
+			return err
+		}
+	}
+	return s.changed(ctx, id, ChangeDeleted)
 }
 
 // Reorder sets the list order; ids must be a permutation of all combo ids.
@@ -311,8 +310,7 @@ func (s *Combos) Reorder(ctx context.Context, ids []string) error {
 	if err := s.store.ReorderCombos(ctx, ids); err != nil {
 		return err
 	}
-	s.changed()
-	return nil
+	return s.changed(ctx, "", "")
 }
 
 // Duplicate copies a combo as "<name>-copy", disabled, at the end of the list.
@@ -339,8 +337,7 @@ func (s *Combos) Duplicate(ctx context.Context, id string) (Combo, error) {
 	if err := s.store.CreateCombo(ctx, c); err != nil {
 		return Combo{}, err
 	}
-	s.changed()
-	return c, nil
+	return c, s.changed(ctx, c.ID, "")
 }
 
 func validateComboName(name, selfID string, all []Combo) string {

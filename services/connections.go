@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -231,8 +232,10 @@ type Connections struct {
 	egress  *EgressGuard
 	catalog func() *Catalogue
 	setCat  func(*Catalogue)
-	// onChange is called after every successful mutation (cache refresh, events).
-	onChange func()
+	// feed carries every committed change to the caches (the gateway's
+	// snapshot, the catalogue); see Connections.publish.
+	feed  ChangeFeed
+	catMu sync.Mutex
 	// onCredentials runs after new credentials were saved for a connection
 	// that was terminal: the resilience state owner clears it (BD 4).
 	onCredentials func(ctx context.Context, id string)
@@ -241,19 +244,36 @@ type Connections struct {
 	keyStore      KeyStore
 }
 
-// NewConnections builds the service. The catalogue is rebuilt when a custom
-// provider is created.
-func NewConnections(store ConnectionStore, clock Clock, egress *EgressGuard, cat *CatalogueHolder) *Connections {
-	return &Connections{store: store, clock: clock, egress: egress, catalog: cat.Get, setCat: cat.Set}
+// NewConnections builds the service. It publishes every change on feed (nil
+// = a feed of its own, for a service used alone) and subscribes the
+// catalogue to ChangeCatalogue: cat is rebuilt from the stored custom
+// providers whenever one changes, here or on another replica.
+func NewConnections(store ConnectionStore, clock Clock, egress *EgressGuard, cat *CatalogueHolder, feed ChangeFeed) *Connections {
+	if feed == nil {
+		feed = NewLocalFeed(nil)
+	}
+	s := &Connections{store: store, clock: clock, egress: egress, catalog: cat.Get, setCat: cat.Set, feed: feed}
+	feed.Subscribe(ChangeCatalogue, s.reloadCatalogue)
+	return s
 }
 
-// OnChange registers a hook run after each mutation.
-func (s *Connections) OnChange(f func()) { s.onChange = f }
-
-func (s *Connections) changed() {
-	if s.onChange != nil {
-		s.onChange()
+// reloadCatalogue is the ChangeCatalogue subscriber: it rebuilds the
+// catalogue from the stored custom providers.
+func (s *Connections) reloadCatalogue(ctx context.Context, _ Change) error {
+	s.catMu.Lock() // one reload at a time: an older read never replaces a newer
+	defer s.catMu.Unlock()
+	customs, err := s.store.ListCustomProviders(ctx)
+	if err != nil {
+		return fmt.Errorf("services: reload catalogue: %w", err)
 	}
+	s.setCat(NewCatalogue(customs))
+	return nil
+}
+
+// publish tells the caches that a write committed; their errors come back
+// (wrapped) so the write reports a cache it could not refresh.
+func (s *Connections) publish(ctx context.Context, kind ChangeKind, id, payload string) error {
+	return publish(ctx, s.feed, Change{Kind: kind, Key: id, Payload: payload})
 }
 
 // Catalogue returns the current provider catalogue.
@@ -364,16 +384,16 @@ func (s *Connections) Create(ctx context.Context, in ConnectionInput) (Connectio
 		if err := s.store.CreateCustomProvider(ctx, *newCustom); err != nil {
 			return Connection{}, fmt.Errorf("services: create custom provider %s: %w", newCustom.ID, err)
 		}
-		customs, err := s.store.ListCustomProviders(ctx)
-		if err != nil {
+		if err := s.publish(ctx, ChangeCatalogue, newCustom.ID, ""); err != nil {
 			return Connection{}, err
 		}
-		s.setCat(NewCatalogue(customs))
 	}
 	if err := s.store.CreateConnection(ctx, c); err != nil {
 		return Connection{}, fmt.Errorf("services: create connection: %w", err)
 	}
-	s.changed()
+	if err := s.publish(ctx, ChangeConnection, c.ID, ""); err != nil {
+		return c, err
+	}
 	return c, nil
 }
 
@@ -404,16 +424,21 @@ func (s *Connections) Update(ctx context.Context, id string, in ConnectionInput)
 	if wasTerminal && c.State.TerminalStatus == "" && s.onCredentials != nil {
 		s.onCredentials(ctx, id)
 	}
-	s.changed()
+	if err := s.publish(ctx, ChangeConnection, id, ""); err != nil {
+		return c, err
+	}
 	return c, nil
 }
 
-// OnDelete registers the hook that drops the state of a deleted connection
-// (leases, pins, lockouts, cooldown memory).
+// OnDelete registers the hook that deletes the stored state of a deleted
+// connection (leases, pins, lockouts, quota windows). It runs once, on the
+// writer, before the ChangeConnection/ChangeDeleted change that makes every
+// cache drop what it holds in memory.
 func (s *Connections) OnDelete(f func(ctx context.Context, id string)) { s.onDelete = f }
 
 // OnCredentialsChanged registers the hook that clears a terminal state when
-// new credentials are saved.
+// new credentials are saved. Like OnDelete it is a decision the writer makes
+// once, not a cache refresh.
 func (s *Connections) OnCredentialsChanged(f func(ctx context.Context, id string)) {
 	s.onCredentials = f
 }
@@ -437,8 +462,7 @@ func (s *Connections) Delete(ctx context.Context, id string) error {
 	if s.onDelete != nil {
 		s.onDelete(ctx, id)
 	}
-	s.changed()
-	return nil
+	return s.publish(ctx, ChangeConnection, id, ChangeDeleted)
 }
 
 // RecordTest stores the outcome of a connection test; it touches no
@@ -456,7 +480,9 @@ func (s *Connections) RecordTest(ctx context.Context, id string, r TestResult) (
 	if err := s.store.UpdateConnection(ctx, c); err != nil {
 		return Connection{}, err
 	}
-	s.changed()
+	if err := s.publish(ctx, ChangeConnection, id, ""); err != nil {
+		return c, err
+	}
 	return c, nil
 }
 
@@ -644,11 +670,5 @@ func (s *Connections) SetCustomModels(ctx context.Context, provider string, mode
 	if err := s.store.SetCustomProviderModels(ctx, provider, models); err != nil {
 		return err
 	}
-	customs, err := s.store.ListCustomProviders(ctx)
-	if err != nil {
-		return err
-	}
-	s.setCat(NewCatalogue(customs))
-	s.changed()
-	return nil
+	return s.publish(ctx, ChangeCatalogue, provider, "")
 }

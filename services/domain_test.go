@@ -98,13 +98,13 @@ func newEnv(t *testing.T) env {
 	cs := models.NewConnectionStore(db, testkit.Keyring(t))
 	g, _ := services.ParseEgressAllowlist("")
 	holder := services.NewCatalogueHolder(services.NewCatalogue(nil))
-	keys, err := services.NewKeys(context.Background(), models.NewKeyStore(db), cs, clock)
+	keys, err := services.NewKeys(context.Background(), models.NewKeyStore(db), cs, clock, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	conns := services.NewConnections(cs, clock, g, holder)
+	conns := services.NewConnections(cs, clock, g, holder, nil)
 	conns.UseReferenceStores(models.NewComboStore(db), models.NewKeyStore(db))
-	return env{conns: conns, combos: services.NewCombos(models.NewComboStore(db), cs, clock, holder), keys: keys, clock: clock}
+	return env{conns: conns, combos: services.NewCombos(models.NewComboStore(db), cs, clock, holder, nil), keys: keys, clock: clock}
 }
 
 func fieldsOf(t *testing.T, err error) map[string]string {

@@ -146,28 +146,44 @@ type Keys struct {
 	conns    ConnectionStore
 	clock    Clock
 	index    atomic.Pointer[map[string]APIKey]
-	onChange func()
-	touchMu  sync.Mutex
+	feed     ChangeFeed
+	reloadMu sync.Mutex
+	touchMu  sync.Mutex // guards swaps of index (Touch, reload)
 	touches  sync.WaitGroup
 	onRevoke func(ctx context.Context, keyID string)
+	// storeError sees a background last-used write that failed (nil = not reported).
+	storeError func(store string, err error)
 }
 
 // OnRevoke registers a hook run after a key is revoked (its leases end).
 func (s *Keys) OnRevoke(f func(ctx context.Context, keyID string)) { s.onRevoke = f }
 
-// NewKeys builds the service and loads the index.
-func NewKeys(ctx context.Context, store KeyStore, conns ConnectionStore, clock Clock) (*Keys, error) {
-	s := &Keys{store: store, conns: conns, clock: clock}
+// OnStoreError registers where a failed background last-used write is
+// reported (metrics); the index keeps the new time either way.
+func (s *Keys) OnStoreError(f func(store string, err error)) { s.storeError = f }
+
+// NewKeys builds the service and loads the index. Every change is published
+// on feed (nil = a feed of its own) and the index follows ChangeKey, so a key
+// written here or on another replica is (re)read from the store.
+func NewKeys(ctx context.Context, store KeyStore, conns ConnectionStore, clock Clock, feed ChangeFeed) (*Keys, error) {
+	if feed == nil {
+		feed = NewLocalFeed(nil)
+	}
+	s := &Keys{store: store, conns: conns, clock: clock, feed: feed}
 	if err := s.reload(ctx); err != nil {
 		return nil, err
 	}
+	feed.Subscribe(ChangeKey, func(ctx context.Context, _ Change) error { return s.reload(ctx) })
 	return s, nil
 }
 
-// OnChange registers a hook run after each mutation.
-func (s *Keys) OnChange(f func()) { s.onChange = f }
-
+// reload rebuilds the whole index from the store. A key change rereads every
+// key: the index is small and is swapped as one immutable map. Reloads run
+// one at a time (a slower one must not store an older read over a newer),
+// and a last-used time Touch put in memory and not yet stored survives.
 func (s *Keys) reload(ctx context.Context) error {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
 	all, err := s.store.ListKeys(ctx)
 	if err != nil {
 		return err
@@ -176,18 +192,24 @@ func (s *Keys) reload(ctx context.Context) error {
 	for _, k := range all {
 		idx[k.KeyHash] = k
 	}
+	s.touchMu.Lock()
+	defer s.touchMu.Unlock()
+	if cur := s.index.Load(); cur != nil {
+		for h, k := range idx {
+			if c, ok := (*cur)[h]; ok && c.LastUsedAt != nil && (k.LastUsedAt == nil || c.LastUsedAt.After(*k.LastUsedAt)) {
+				k.LastUsedAt = c.LastUsedAt
+				idx[h] = k
+			}
+		}
+	}
 	s.index.Store(&idx)
 	return nil
 }
 
-func (s *Keys) changed(ctx context.Context) error {
-	if err := s.reload(ctx); err != nil {
-		return err
-	}
-	if s.onChange != nil {
-		s.onChange()
-	}
-	return nil
+// changed publishes a committed write of key id; the index refreshes through
+// the feed.
+func (s *Keys) changed(ctx context.Context, id, payload string) error {
+	return s.feed.Publish(ctx, Change{Kind: ChangeKey, Key: id, Payload: payload})
 }
 
 // KeyAuthError says why a presented key was refused; its message names the cause.
@@ -259,7 +281,7 @@ func (s *Keys) Create(ctx context.Context, in KeyInput) (APIKey, string, error) 
 	if err := s.store.CreateKey(ctx, k); err != nil {
 		return APIKey{}, "", fmt.Errorf("services: create key: %w", err)
 	}
-	return k, secret, s.changed(ctx)
+	return k, secret, s.changed(ctx, k.ID, "")
 }
 
 // Update edits a key.
@@ -276,7 +298,7 @@ func (s *Keys) Update(ctx context.Context, id string, in KeyInput) (APIKey, erro
 	if err := s.store.UpdateKey(ctx, k); err != nil {
 		return APIKey{}, fmt.Errorf("services: update key %s: %w", id, err)
 	}
-	return k, s.changed(ctx)
+	return k, s.changed(ctx, id, "")
 }
 
 // Revoke revokes a key; idempotent.
@@ -296,7 +318,7 @@ func (s *Keys) Revoke(ctx context.Context, id string) (APIKey, error) {
 	if s.onRevoke != nil {
 		s.onRevoke(ctx, k.ID)
 	}
-	return k, s.changed(ctx)
+	return k, s.changed(ctx, k.ID, "")
 }
 
 // Delete removes a revoked key; an unrevoked key is a conflict.
@@ -311,7 +333,7 @@ func (s *Keys) Delete(ctx context.Context, id string) error {
 	if err := s.store.DeleteKey(ctx, id); err != nil {
 		return err
 	}
-	return s.changed(ctx)
+	return s.changed(ctx, id, ChangeDeleted)
 }
 
 // Touch records use of a key at most once per minute (10-gateway-api §3.3).
@@ -340,7 +362,9 @@ func (s *Keys) Touch(ctx context.Context, k APIKey) {
 	s.touches.Add(1)
 	go func() {
 		defer s.touches.Done()
-		_ = s.store.TouchKey(context.WithoutCancel(ctx), k.ID, now)
+		if err := s.store.TouchKey(context.WithoutCancel(ctx), k.ID, now); err != nil && s.storeError != nil {
+			s.storeError("api_key_last_used", err)
+		}
 	}()
 }
 

@@ -261,11 +261,11 @@ func (g *Gateway) rememberSession(ctx context.Context, t target, req *Request, o
 		return
 	}
 	if ok {
-		_ = g.traffic.Pins.Pin(context.WithoutCancel(ctx), t.prefPin, req.Key.ID, prefPinPrefix+t.comboID, t.id)
+		g.storeError(StoreAffinityPin, g.traffic.Pins.Pin(context.WithoutCancel(ctx), t.prefPin, req.Key.ID, prefPinPrefix+t.comboID, t.id))
 		return
 	}
 	if id, found := g.traffic.Pins.Lookup(t.prefPin); found && id == t.id {
-		_ = g.traffic.Pins.Drop(context.WithoutCancel(ctx), t.prefPin)
+		g.storeError(StoreAffinityPin, g.traffic.Pins.Drop(context.WithoutCancel(ctx), t.prefPin))
 	}
 }
 

@@ -471,7 +471,7 @@ func (g *Gateway) walk(r *http.Request, out *clientWriter, snap *Snapshot, targe
 			g.routeState.OnFailure(t.comboID, t.id)
 		}
 		if dispatched && req.Route.Combo != nil && lastReason != "" {
-			g.res.FinalTargetFailure(t.provider.ID, t.provider.AuthClass, t.connID, lastReason,
+			g.res.FinalTargetFailure(ctx, t.provider.ID, t.provider.AuthClass, t.connID, lastReason,
 				lastReason == resilience.ReasonServerError && t.provider.PerModelQuota && st.lastRes.status == 500)
 		}
 		if st.terminal != "" {
@@ -705,14 +705,14 @@ func (g *Gateway) walkTarget(ctx context.Context, out *clientWriter, s *Snapshot
 			if t.relay {
 				g.relayAfterSuccess(t, conn, req, set)
 			}
-			g.tools.Succeeded(ctx, t.provider.ID, t.model, req.ToolCount)
+			g.storeError(StoreToolLimit, g.tools.Succeeded(ctx, t.provider.ID, t.model, req.ToolCount))
 			if t.comboID != "" && g.routeState != nil {
 				g.routeState.OnSuccess(t.comboID, t.id, conn.ID)
 			}
 			g.obs.Attempt(t.provider.ID, "success")
 			g.obs.Served(conn.ID, g.clock.Now())
 			if pin := g.pinID(req, t.provider.ID); pin != "" {
-				_ = g.traffic.Pins.Pin(context.WithoutCancel(ctx), pin, req.Key.ID, t.provider.ID, conn.ID)
+				g.storeError(StoreAffinityPin, g.traffic.Pins.Pin(context.WithoutCancel(ctx), pin, req.Key.ID, t.provider.ID, conn.ID))
 			}
 			return true, "", true
 		case res.gone:
@@ -806,7 +806,7 @@ func (g *Gateway) recordFailure(ctx context.Context, s *Snapshot, t target, conn
 	outc := g.res.Failure(ctx, adm, refOf(conn), f, func() []resilience.ConnRef { return g.siblings(s, t.provider.ID) })
 	st.log.noteOutcome(outc)
 	if outc.Detail == resilience.DetailToolLimit {
-		g.tools.Learn(ctx, t.provider.ID, t.model, outc.ToolLimit, req.ToolCount)
+		g.storeError(StoreToolLimit, g.tools.Learn(ctx, t.provider.ID, t.model, outc.ToolLimit, req.ToolCount))
 	}
 	g.obs.Failure(t.provider.ID, string(outc.Reason))
 	st.last, st.lastRes = &outc, res
@@ -821,7 +821,7 @@ func (g *Gateway) recordFailure(ctx context.Context, s *Snapshot, t target, conn
 		// The session leaves this connection: drop its pin (re-pinned on success).
 		if pin := g.pinID(req, t.provider.ID); pin != "" {
 			if id, ok := g.traffic.Pins.Lookup(pin); ok && id == conn.ID {
-				_ = g.traffic.Pins.Drop(context.WithoutCancel(ctx), pin)
+				g.storeError(StoreAffinityPin, g.traffic.Pins.Drop(context.WithoutCancel(ctx), pin))
 			}
 		}
 	} else {
@@ -1042,7 +1042,7 @@ func (g *Gateway) dispatch(ctx context.Context, out *clientWriter, t target, c *
 		if g.quota != nil {
 			g.quota.Observe(c.ID, h, g.clock.Now())
 		}
-		g.learn(adm, status, h)
+		g.learn(ctx, adm, status, h)
 	}
 	if len(warns) > 0 || len(req.Warnings) > 0 {
 		out.setWarning(warningText(req.Warnings, warns))

@@ -16,7 +16,21 @@ type Observer interface {
 	// Served reports the connection that served a request successfully
 	// (the dashboard's "last used"; persisted in batches, never per request).
 	Served(connectionID string, at time.Time)
+	// StoreError reports a store (one of the Store* names) that failed where
+	// failing the request would be worse: a write after the outcome was
+	// decided (memory already holds the value; the store catches up at its
+	// next write), or a shared slot or queue store that could not answer
+	// (the request went without that gate). Nothing else reports it.
+	StoreError(store string, err error)
 }
+
+// Names of the stores a StoreError comes from.
+const (
+	StoreAffinityPin  = "affinity_pin"
+	StoreToolLimit    = "tool_limit"
+	StoreSlots        = "slots"
+	StoreRequestQueue = "request_queue"
+)
 
 type nopObserver struct{}
 
@@ -29,3 +43,11 @@ func (nopObserver) TTFB(string, time.Duration) {}
 func (nopObserver) EmergencyFallback(string)   {}
 func (nopObserver) Waited(bool)                {}
 func (nopObserver) Served(string, time.Time)   {}
+func (nopObserver) StoreError(string, error)   {}
+
+// storeError reports err (nil = nothing) to the observer.
+func (g *Gateway) storeError(store string, err error) {
+	if err != nil {
+		g.obs.StoreError(store, err)
+	}
+}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -65,10 +66,11 @@ func (t *ToolLimits) Get(provider, model string) (ToolLimit, bool) {
 }
 
 // Learn records a limit from a tool_limit rejection: the parsed number, else
-// the request's tool count − 1.
-func (t *ToolLimits) Learn(ctx context.Context, provider, model string, parsed, toolCount int) {
+// the request's tool count − 1. The limit applies at once; the error is the
+// store's (write-through after memory).
+func (t *ToolLimits) Learn(ctx context.Context, provider, model string, parsed, toolCount int) error {
 	if t == nil {
-		return
+		return nil
 	}
 	l := ToolLimit{Provider: provider, Model: model, MaxTools: parsed, Source: "parsed"}
 	if parsed <= 0 {
@@ -77,31 +79,36 @@ func (t *ToolLimits) Learn(ctx context.Context, provider, model string, parsed, 
 	if l.MaxTools < 0 {
 		l.MaxTools = 0
 	}
-	t.put(ctx, l)
+	return t.put(ctx, l)
 }
 
-// Succeeded raises an inferred limit after a success with k tools.
-func (t *ToolLimits) Succeeded(ctx context.Context, provider, model string, k int) {
+// Succeeded raises an inferred limit after a success with k tools; the
+// error is the store's, as for Learn.
+func (t *ToolLimits) Succeeded(ctx context.Context, provider, model string, k int) error {
 	if t == nil || k == 0 {
-		return
+		return nil
 	}
 	l, ok := t.Get(provider, model)
 	if !ok || l.Source != "inferred" || l.MaxTools >= k {
-		return
+		return nil
 	}
 	l.MaxTools = k
-	t.put(ctx, l)
+	return t.put(ctx, l)
 }
 
-func (t *ToolLimits) put(ctx context.Context, l ToolLimit) {
+func (t *ToolLimits) put(ctx context.Context, l ToolLimit) error {
 	now := t.clock.Now().UTC()
 	l.LearnedAt, l.ExpiresAt = now, now.Add(toolLimitTTL)
 	t.mu.Lock()
 	t.m[[2]string{l.Provider, l.Model}] = l
 	t.mu.Unlock()
-	if t.store != nil {
-		_ = t.store.SaveToolLimit(context.WithoutCancel(ctx), l)
+	if t.store == nil {
+		return nil
 	}
+	if err := t.store.SaveToolLimit(context.WithoutCancel(ctx), l); err != nil {
+		return fmt.Errorf("gateway: save tool limit %s/%s: %w", l.Provider, l.Model, err)
+	}
+	return nil
 }
 
 // All lists live limits (health report).
@@ -118,16 +125,20 @@ func (t *ToolLimits) All() []ToolLimit {
 	return out
 }
 
-// Clear forgets every learned limit.
-func (t *ToolLimits) Clear(ctx context.Context) int {
+// Clear forgets every learned limit, stored ones first: when the delete
+// fails nothing is forgotten (a limit cleared only in memory would return
+// at the next start).
+func (t *ToolLimits) Clear(ctx context.Context) (int, error) {
+	if t.store != nil {
+		if _, err := t.store.DeleteToolLimits(ctx); err != nil {
+			return 0, fmt.Errorf("gateway: clear tool limits: %w", err)
+		}
+	}
 	t.mu.Lock()
 	n := len(t.m)
 	t.m = map[[2]string]ToolLimit{}
 	t.mu.Unlock()
-	if t.store != nil {
-		_, _ = t.store.DeleteToolLimits(ctx)
-	}
-	return n
+	return n, nil
 }
 
 // SetToolLimits installs the learned tool limits.

@@ -15,10 +15,11 @@ import (
 
 // Traffic holds the admission and placement mechanisms of the request path:
 // connection slots (§8), the request queue (§10), session-affinity pins (§5)
-// and exclusive leases (§6).
+// and exclusive leases (§6). Slots and Queues are the shared-state
+// interfaces (in-process *traffic.Slots and *traffic.Queues by default).
 type Traffic struct {
-	Slots  *traffic.Slots
-	Queues *traffic.Queues
+	Slots  traffic.SlotStore
+	Queues traffic.RateStore
 	Pins   *affinity.Pins
 	Leases *leases.Leases
 	Doc    func() *resilience.Document
@@ -55,6 +56,10 @@ func (a *admission) done() {
 // admit takes a max_concurrent slot and, for protected connections, a
 // request-queue ticket. A local limit comes back as a typed error that
 // penalises nothing; a client leaving while queued never reaches upstream.
+// A shared slot or queue store that cannot answer (services.ErrUnavailable)
+// fails open: the request goes without that gate and the error is counted,
+// since refusing it would turn an outage of Switchyard's own state into
+// failed requests (scale-out §3.6).
 func (g *Gateway) admit(ctx context.Context, t target, c *services.Connection, req *Request) (*admission, error) {
 	a := &admission{}
 	tr := g.traffic
@@ -64,34 +69,46 @@ func (g *Gateway) admit(ctx context.Context, t target, c *services.Connection, r
 	doc := tr.Doc()
 	if tr.Slots != nil && doc.ConnectionConcurrency.Enabled && c.MaxConcurrent != nil && *c.MaxConcurrent > 0 {
 		release, _, err := tr.Slots.Acquire(ctx, c.ID, *c.MaxConcurrent)
-		if err != nil {
+		switch {
+		case err == nil:
+			a.release = release
+		case errors.Is(err, services.ErrUnavailable):
+			g.storeError(StoreSlots, err)
+		default:
 			return nil, err
 		}
-		a.release = release
 	}
 	if tr.Queues != nil && doc.QueueProtected(c) {
 		cfg := queueConfig(doc).WithOverrides(c.RateLimitOverrides)
 		key := traffic.QueueKey(t.provider.ID, c.ID, "")
 		ticket, err := tr.Queues.Admit(ctx, key, cfg)
-		if err != nil {
+		switch {
+		case err == nil:
+			a.ticket, a.queueKey, a.maxWait = &ticket, key, ticket.MaxWait()
+		case errors.Is(err, services.ErrUnavailable):
+			g.storeError(StoreRequestQueue, err)
+			a.queueKey = key // still learn from the response
+		default:
 			a.done()
 			return nil, err
 		}
-		a.ticket, a.queueKey, a.maxWait = &ticket, key, ticket.MaxWait()
 	}
 	return a, nil
 }
 
-// learn feeds upstream rate-limit headers to the queue of a protected connection.
-func (g *Gateway) learn(a *admission, status int, h http.Header) {
+// learn feeds upstream rate-limit headers to the queue of a protected
+// connection. The response is already decided, so a store error is counted.
+func (g *Gateway) learn(ctx context.Context, a *admission, status int, h http.Header) {
 	if a == nil || a.queueKey == "" || g.traffic == nil || g.traffic.Queues == nil || h == nil {
 		return
 	}
+	var err error
 	if status == http.StatusTooManyRequests {
-		g.traffic.Queues.LearnRateLimited(a.queueKey, h)
-		return
+		err = g.traffic.Queues.LearnRateLimited(ctx, a.queueKey, h)
+	} else {
+		err = g.traffic.Queues.Learn(ctx, a.queueKey, h)
 	}
-	g.traffic.Queues.Learn(a.queueKey, h)
+	g.storeError(StoreRequestQueue, err)
 }
 
 // localLimit converts an admission error into a dispatch result.

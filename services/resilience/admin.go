@@ -22,7 +22,7 @@ func (e *Engine) ResetBreaker(ctx context.Context, provider string) error {
 
 // ClearWindowGate drops every window-gate entry and returns how many were
 // cooling or held failures.
-func (e *Engine) ClearWindowGate() int { return e.Gate.Clear() }
+func (e *Engine) ClearWindowGate(ctx context.Context) (int, error) { return e.Gate.Clear(ctx) }
 
 // ClearLockouts removes the model lockouts the filter selects (every key
 // shape) and returns how many were active.
@@ -57,7 +57,9 @@ func (e *Engine) ClearCooldowns(ctx context.Context, conns []services.Connection
 			return res, locks, err
 		}
 		locks += n
-		e.Gate.Success(c.Provider, c.ID)
+		if err := e.Gate.Success(ctx, c.Provider, c.ID); err != nil {
+			return res, locks, err
+		}
 	}
 	return res, locks, nil
 }
@@ -76,8 +78,7 @@ func (e *Engine) ResetConnection(ctx context.Context, c services.Connection, loc
 	if _, err := e.Lockouts.Clear(ctx, LockFilter{ConnectionID: c.ID}); err != nil {
 		return err
 	}
-	e.Gate.Success(c.Provider, c.ID)
-	return nil
+	return e.Gate.Success(ctx, c.Provider, c.ID)
 }
 
 // ResetState clears a connection's cooldown state only: new credentials
@@ -85,12 +86,18 @@ func (e *Engine) ResetConnection(ctx context.Context, c services.Connection, loc
 func (e *Engine) ResetState(ctx context.Context, id string) error { return e.Cooldowns.Reset(ctx, id) }
 
 // ForgetConnection drops everything the engine holds for a deleted
-// connection: its lockouts (rows too) and its cooldown state.
+// connection: its lockouts (rows too) and its cooldown state. The writer of
+// the delete runs it once.
 func (e *Engine) ForgetConnection(ctx context.Context, id string) error {
 	err := e.Lockouts.ForgetConnection(ctx, id)
 	e.Cooldowns.Forget(id)
 	return err
 }
+
+// DropConnection forgets the cooldown state of a connection deleted by any
+// process, in memory only: the change feed runs it everywhere, after the
+// writer's ForgetConnection deleted the rows.
+func (e *Engine) DropConnection(id string) { e.Cooldowns.Forget(id) }
 
 // ActiveLockouts counts the active model lockouts (enforced or not).
 func (e *Engine) ActiveLockouts() int { return e.Lockouts.Count() }

@@ -14,7 +14,7 @@ type Engine struct {
 	clock      services.Clock
 	Classifier *Classifier
 	Breakers   *Breakers
-	Gate       *WindowGate
+	Gate       WindowGateStore
 	Cooldowns  *Cooldowns
 	Lockouts   *Lockouts
 	doc        func() *Document
@@ -28,10 +28,19 @@ type EngineHooks struct {
 	Lockout    func(provider string, reason Reason)
 	EgressLock func(provider string)
 	Classified func(provider string, reason Reason)
+	// StoreError sees a write of shared state that failed after the
+	// decision was made (mechanism "window_gate"); nothing else reports it.
+	StoreError func(mechanism string, err error)
+}
+
+func (e *Engine) storeError(mechanism string, err error) {
+	if err != nil && e.Hooks.StoreError != nil {
+		e.Hooks.StoreError(mechanism, err)
+	}
 }
 
 // NewEngine wires the mechanisms together.
-func NewEngine(clock services.Clock, cls *Classifier, br *Breakers, gate *WindowGate, cd *Cooldowns, lo *Lockouts,
+func NewEngine(clock services.Clock, cls *Classifier, br *Breakers, gate WindowGateStore, cd *Cooldowns, lo *Lockouts,
 	doc func() *Document, egress func() EgressLockConfig) *Engine {
 	return &Engine{clock: clock, Classifier: cls, Breakers: br, Gate: gate, Cooldowns: cd, Lockouts: lo, doc: doc, egress: egress}
 }
@@ -132,7 +141,7 @@ func (e *Engine) Success(ctx context.Context, adm Admission, connectionID, model
 	e.Breakers.Success(adm.Provider, adm.Gen, adm.Probe)
 	e.Cooldowns.Success(ctx, connectionID)
 	e.Lockouts.Success(ctx, adm.Provider, connectionID, model)
-	e.Gate.Success(adm.Provider, connectionID)
+	e.storeError("window_gate", e.Gate.Success(ctx, adm.Provider, connectionID))
 }
 
 // Effect records one state change a failure caused (request log effects[]).
@@ -199,7 +208,7 @@ func (e *Engine) Failure(ctx context.Context, adm Admission, conn ConnRef, f Fai
 			}
 		}
 	case scope == ScopeProvider:
-		e.Gate.ProviderScope(conn.Provider, conn.Profile, cls.CooldownMs)
+		e.storeError("window_gate", e.Gate.ProviderScope(ctx, conn.Provider, conn.Profile, cls.CooldownMs))
 		out.Effects = append(out.Effects, Effect{Kind: "window_gate"})
 	}
 	e.Breakers.Failure(adm.Provider, conn.Profile, adm.Gen, adm.Probe, cls.Breaker, newEpisode, string(cls.Reason))
@@ -227,8 +236,8 @@ func (e *Engine) Failure(ctx context.Context, adm Admission, conn ConnRef, f Fai
 
 // FinalTargetFailure feeds the window gate with a combo target's final
 // failure (§3); single-model requests never write it.
-func (e *Engine) FinalTargetFailure(provider string, profile Profile, connectionID string, reason Reason, perModelQuota500 bool) {
-	e.Gate.RecordFinalFailure(provider, profile, connectionID, reason, perModelQuota500)
+func (e *Engine) FinalTargetFailure(ctx context.Context, provider string, profile Profile, connectionID string, reason Reason, perModelQuota500 bool) {
+	e.storeError("window_gate", e.Gate.RecordFinalFailure(ctx, provider, profile, connectionID, reason, perModelQuota500))
 }
 
 // Waitable reports whether a reason's timer may be waited out (§1.4, §9).

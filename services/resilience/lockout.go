@@ -521,6 +521,8 @@ func (l *Lockouts) Count() int {
 
 // ReEnable deletes one lockout row, lock and escalation memory, at once. It
 // returns an error wrapping services.ErrNotFound when the key has no row.
+// The row goes first: when its delete fails the lock stays, in memory as in
+// the store, rather than coming back at the next start.
 func (l *Lockouts) ReEnable(ctx context.Context, key LockKey) error {
 	l.writers.RLock()
 	defer l.writers.RUnlock()
@@ -530,19 +532,25 @@ func (l *Lockouts) ReEnable(ctx context.Context, key LockKey) error {
 	if _, ok := l.get(key); !ok {
 		return fmt.Errorf("resilience: re-enable %s: %w", key, services.ErrNotFound)
 	}
-	l.drop(key)
 	if err := l.store.DeleteLockout(ctx, key); err != nil {
 		return fmt.Errorf("resilience: re-enable %s: %w", key, err)
 	}
+	l.drop(key)
 	return nil
 }
 
 // Clear deletes every lockout row the filter selects (an empty filter: all),
 // locks and escalation memory alike, and returns how many of them were
-// active. A filter with Model clears its family, base and exact keys.
+// active. A filter with Model clears its family, base and exact keys. The
+// rows go first, under the writers' lock: when their delete fails nothing
+// is cleared, since a lock cleared only in memory would come back at the
+// next start.
 func (l *Lockouts) Clear(ctx context.Context, filter LockFilter) (int, error) {
 	l.writers.Lock()
 	defer l.writers.Unlock()
+	if _, err := l.store.DeleteLockouts(ctx, filter); err != nil {
+		return 0, fmt.Errorf("resilience: clear lockouts: %w", err)
+	}
 	now := l.clock.Now()
 	active := 0
 	for i := range l.shards {
@@ -560,9 +568,6 @@ func (l *Lockouts) Clear(ctx context.Context, filter LockFilter) (int, error) {
 		sh.mu.Unlock()
 	}
 	l.version.Add(1)
-	if _, err := l.store.DeleteLockouts(ctx, filter); err != nil {
-		return active, fmt.Errorf("resilience: clear lockouts: %w", err)
-	}
 	return active, nil
 }
 

@@ -807,3 +807,62 @@ func TestLockoutLockedAllocFree(t *testing.T) {
 		t.Fatalf("Locked allocates %.0f times", allocs)
 	}
 }
+
+// failingDeletes is a lockout store whose deletes fail while broken is set.
+type failingDeletes struct {
+	*resilience.MemoryLockoutStore
+	broken atomic.Bool
+}
+
+var errStoreDown = errors.New("store down")
+
+func (s *failingDeletes) DeleteLockout(ctx context.Context, k resilience.LockKey) error {
+	if s.broken.Load() {
+		return errStoreDown
+	}
+	return s.MemoryLockoutStore.DeleteLockout(ctx, k)
+}
+
+func (s *failingDeletes) DeleteLockouts(ctx context.Context, f resilience.LockFilter) (int, error) {
+	if s.broken.Load() {
+		return 0, errStoreDown
+	}
+	return s.MemoryLockoutStore.DeleteLockouts(ctx, f)
+}
+
+// A Clear or ReEnable whose delete fails keeps the lock in memory too:
+// memory cleared first would have let the stored row bring the lock back at
+// the next start while the admin was told it failed.
+func TestLockoutClearDeletesStoreBeforeMemory(t *testing.T) {
+	ctx := context.Background()
+	store := &failingDeletes{MemoryLockoutStore: resilience.NewMemoryLockoutStore()}
+	e := newLockEnv(t, store)
+	_, rec, _ := e.l.Apply(ctx, "openai", "c1", "gpt-4o", fail(404, resilience.ReasonNotFound))
+	store.broken.Store(true)
+
+	if n, err := e.l.Clear(ctx, resilience.LockFilter{}); !errors.Is(err, errStoreDown) || n != 0 {
+		t.Fatalf("Clear with a failing store = %d, %v; want 0 and the store's error", n, err)
+	}
+	if err := e.l.ReEnable(ctx, rec.LockKey); !errors.Is(err, errStoreDown) {
+		t.Fatalf("ReEnable with a failing store = %v; want the store's error", err)
+	}
+	if !e.locked("openai", "c1", "gpt-4o") {
+		t.Fatal("lock gone from memory although its row could not be deleted")
+	}
+	restarted := e.newLockouts()
+	if err := restarted.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, _ := restarted.Locked("openai", "c1", "gpt-4o"); !ok {
+		t.Fatal("the stored row was lost")
+	}
+
+	// Once the store answers, Clear clears both.
+	store.broken.Store(false)
+	if n, err := e.l.Clear(ctx, resilience.LockFilter{}); err != nil || n != 1 {
+		t.Fatalf("Clear = %d, %v; want 1, nil", n, err)
+	}
+	if e.locked("openai", "c1", "gpt-4o") || len(e.stored(t)) != 0 {
+		t.Fatal("Clear left the lock behind")
+	}
+}

@@ -331,6 +331,10 @@ type SettingsOptions struct {
 	// custom provider (rule providers, routing.providerStrategies keys).
 	// nil accepts any id.
 	KnownProvider func(id string) bool
+	// Feed carries every stored document (ChangeSettings, Version = its
+	// revision) to the components that cache settings, and brings the ones
+	// stored elsewhere back into this service. nil = neither.
+	Feed services.ChangeFeed
 }
 
 func resilienceFields(opts SettingsOptions) []services.SettingField {

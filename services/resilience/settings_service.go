@@ -22,6 +22,7 @@ type SettingsService struct {
 	gen  *services.SettingsDoc[services.GeneralSettings]
 	log  *slog.Logger
 	cfgs atomic.Pointer[resilienceConfigsAt]
+	feed services.ChangeFeed
 }
 
 // ResilienceConfigs are the consumer configs of one published document,
@@ -71,7 +72,39 @@ func NewSettingsService(ctx context.Context, store services.SettingsStore, opts 
 	if err != nil {
 		return nil, err
 	}
-	return &SettingsService{res: res, gen: gen, log: log}, nil
+	s := &SettingsService{res: res, gen: gen, log: log, feed: opts.Feed}
+	if s.feed != nil {
+		s.feed.Subscribe(services.ChangeSettings, s.apply)
+	}
+	return s, nil
+}
+
+// apply is the ChangeSettings subscriber: a document stored with a newer
+// revision than the one published here (by another replica, or behind this
+// service's back) is read again. The service's own PATCHes arrive with the
+// revision it already publishes and change nothing.
+func (s *SettingsService) apply(ctx context.Context, c services.Change) error {
+	var errs []error
+	if c.Key == "" || c.Key == services.SettingsResilience {
+		if c.Key == "" || c.Version > s.res.Current().Revision {
+			errs = append(errs, s.res.Reload(ctx))
+		}
+	}
+	if c.Key == "" || c.Key == services.SettingsGeneral {
+		if c.Key == "" || c.Version > s.gen.Current().Revision {
+			errs = append(errs, s.gen.Reload(ctx))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// published announces a stored document; it runs after the PATCH released
+// the document's lock, so subscribers may read (or reload) it.
+func (s *SettingsService) published(ctx context.Context, key string, rev int64) error {
+	if s.feed == nil {
+		return nil
+	}
+	return s.feed.Publish(ctx, services.Change{Kind: services.ChangeSettings, Key: key, Version: rev})
 }
 
 // ---- resilience document ----
@@ -98,7 +131,7 @@ func (s *SettingsService) PatchResilience(ctx context.Context, patch []byte, ifM
 	if err != nil {
 		return Document{}, 0, err
 	}
-	return snap.Doc, snap.Revision, nil
+	return snap.Doc, snap.Revision, s.published(ctx, services.SettingsResilience, snap.Revision)
 }
 
 // Explain is GET /api/resilience?explain=true.
@@ -151,7 +184,7 @@ func (s *SettingsService) PatchGeneral(ctx context.Context, patch []byte, ifMatc
 	if err != nil {
 		return services.GeneralSettings{}, 0, err
 	}
-	return snap.Doc, snap.Revision, nil
+	return snap.Doc, snap.Revision, s.published(ctx, services.SettingsGeneral, snap.Revision)
 }
 
 // ExplainGeneral is GET /api/settings?explain=true.
@@ -313,7 +346,14 @@ func (s *SettingsService) PatchFlags(ctx context.Context, patch []byte) ([]Featu
 		}
 		return nil, err
 	}
-	return s.Flags(), nil
+	var errs []error
+	if len(resPatch) > 0 {
+		errs = append(errs, s.published(ctx, services.SettingsResilience, s.res.Current().Revision))
+	}
+	if len(genPatch) > 0 {
+		errs = append(errs, s.published(ctx, services.SettingsGeneral, s.gen.Current().Revision))
+	}
+	return s.Flags(), errors.Join(errs...)
 }
 
 // setNestedPatch sets a dotted path in a patch object.

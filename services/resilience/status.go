@@ -211,7 +211,7 @@ func (m *Monitor) SnapshotOf(conns []services.Connection) Snapshot {
 	now := e.clock.Now()
 	s := Snapshot{At: now, Breakers: e.Breakers.All(), WindowGate: e.Gate.Entries(),
 		Lockouts: e.Lockouts.List(LockFilter{}), LockoutsEnabled: e.Lockouts.Enabled(),
-		WindowGateEnabled: e.Gate.config().Enabled, SlotsEnabled: e.document().ConnectionConcurrency.Enabled}
+		WindowGateEnabled: e.Gate.Enabled(), SlotsEnabled: e.document().ConnectionConcurrency.Enabled}
 	byConn := map[string][]LockoutStatus{}
 	for _, l := range s.Lockouts {
 		byConn[l.ConnectionID] = append(byConn[l.ConnectionID], l)
@@ -280,8 +280,8 @@ func (e *Engine) Breaker(provider string) BreakerStatus { return e.Breakers.Stat
 // WindowGateHold reports whether the window gate holds back a target of
 // provider (pinning connectionID, or "") and for how long.
 func (e *Engine) WindowGateHold(provider, connectionID string) GateHold {
-	blocked, ra := e.Gate.Blocked(provider, connectionID)
-	return GateHold{Blocked: blocked, RetryAfter: ra}
+	b, blocked := e.Gate.Block(provider, connectionID)
+	return GateHold{Blocked: blocked, RetryAfter: b.RetryAfter}
 }
 
 func (e *Engine) liveState(c services.Connection) services.ConnectionState {

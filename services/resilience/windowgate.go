@@ -2,6 +2,7 @@ package resilience
 
 import (
 	"cmp"
+	"context"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -64,7 +65,7 @@ type windowGateEntry struct {
 // keeps successive combo requests off a provider, or a pinned connection of
 // it, that just failed repeatedly. Memory only, lost on restart by design.
 // Deadlines are data compared with the clock when read; Sweep only drops
-// dead entries.
+// dead entries. It is the in-process WindowGateStore; its writes never fail.
 type WindowGate struct {
 	clock services.Clock
 	cfg   func() WindowGateConfig
@@ -118,6 +119,9 @@ func (g *WindowGate) profileCfg(cfg WindowGateConfig, profile Profile) WindowPro
 	p.CooldownMs = max(p.CooldownMs, 0)
 	return p
 }
+
+// Enabled reports whether the gate is on (providerCooldown.enabled).
+func (g *WindowGate) Enabled() bool { return g.config().Enabled }
 
 func (g *WindowGate) config() WindowGateConfig {
 	if g.cfg == nil {
@@ -228,15 +232,20 @@ func (g *WindowGate) deleteLocked(key string) {
 //
 // A failure landing while its entry is already cooling changes nothing
 // (episode rule, BD 3): it neither counts nor moves the deadline.
-func (g *WindowGate) RecordFinalFailure(provider string, profile Profile, connectionID string, reason Reason, perModelQuota500 bool) {
+func (g *WindowGate) RecordFinalFailure(_ context.Context, provider string, profile Profile, connectionID string, reason Reason, perModelQuota500 bool) error {
 	feeds, waitable := windowGateTriggers(reason)
 	if !feeds || perModelQuota500 {
-		return
+		return nil
 	}
 	cfg := g.config()
 	if !cfg.Enabled {
-		return
+		return nil
 	}
+	g.recordFinalFailure(cfg, provider, profile, connectionID, waitable)
+	return nil
+}
+
+func (g *WindowGate) recordFinalFailure(cfg WindowGateConfig, provider string, profile Profile, connectionID string, waitable bool) {
 	now := g.clock.Now()
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -268,7 +277,7 @@ func (g *WindowGate) RecordFinalFailure(provider string, profile Profile, connec
 // even with the gate disabled — the rule is the opt-in. It never shortens a
 // running rule cooldown. Such a cooldown is not waitable, since the rule's
 // reason is not known here.
-func (g *WindowGate) ProviderScope(provider string, profile Profile, cooldownMs int64) {
+func (g *WindowGate) ProviderScope(_ context.Context, provider string, profile Profile, cooldownMs int64) error {
 	cfg := g.config()
 	now := g.clock.Now()
 	g.mu.Lock()
@@ -281,15 +290,16 @@ func (g *WindowGate) ProviderScope(provider string, profile Profile, cooldownMs 
 		e.ruleUntil = until
 	}
 	e.lastEventAt = now
+	return nil
 }
 
 // Success records a success on provider (through connectionID when the
 // target pinned one, else ""). It empties the provider's failure window and
 // zeroes the connection's count, which ends a connection-level cooldown; a
 // running provider-level cooldown keeps its deadline.
-func (g *WindowGate) Success(provider, connectionID string) {
+func (g *WindowGate) Success(_ context.Context, provider, connectionID string) error {
 	if g.live.Load() == 0 {
-		return
+		return nil
 	}
 	now := g.clock.Now()
 	g.mu.Lock()
@@ -306,6 +316,7 @@ func (g *WindowGate) Success(provider, connectionID string) {
 			g.deleteLocked(key)
 		}
 	}
+	return nil
 }
 
 // Blocked reports whether the gate excludes a target of provider (pinning
@@ -380,13 +391,13 @@ func (g *WindowGate) Entries() []WindowGateStatus {
 
 // Clear drops every entry (POST /api/resilience/reset) and returns how many
 // were cooling or held failures.
-func (g *WindowGate) Clear() int {
+func (g *WindowGate) Clear(context.Context) (int, error) {
 	n := len(g.Entries())
 	g.mu.Lock()
 	clear(g.entries)
 	g.live.Store(0)
 	g.mu.Unlock()
-	return n
+	return n, nil
 }
 
 // Sweep drops dead entries (lapsed and idle for max(30 min,

@@ -1,6 +1,7 @@
 package resilience_test
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -10,6 +11,9 @@ import (
 	"switchyard/services"
 	"switchyard/services/resilience"
 )
+
+// ctx is the context of the gate writes (the in-process gate ignores it).
+var ctx = context.Background()
 
 // wgDefaults is the providerCooldown section with the defaults of
 // 20-resilience §3.
@@ -61,8 +65,8 @@ func TestWindowGateW1DisabledNeverExcludes(t *testing.T) {
 	e := newWgEnv(false)
 	for i := range 100 {
 		e.clock.Set(bkAt(int64(i) * 100))
-		e.gate.RecordFinalFailure("openai", services.AuthAPIKey, "", resilience.ReasonServerError, false)
-		e.gate.RecordFinalFailure("openai", services.AuthAPIKey, "c1", resilience.ReasonServerError, false)
+		e.gate.RecordFinalFailure(ctx, "openai", services.AuthAPIKey, "", resilience.ReasonServerError, false)
+		e.gate.RecordFinalFailure(ctx, "openai", services.AuthAPIKey, "c1", resilience.ReasonServerError, false)
 		wantWgBlocked(t, e.gate, "openai", "", 0)
 		wantWgBlocked(t, e.gate, "openai", "c1", 0)
 	}
@@ -75,14 +79,14 @@ func TestWindowGateW2ThresholdCools(t *testing.T) {
 	e := newWgEnv(true)
 	for i := range 14 {
 		e.clock.Set(bkAt(int64(i) * 40_000)) // t = 0 … 520 s
-		e.gate.RecordFinalFailure("openai", services.AuthAPIKey, "", resilience.ReasonRateLimit, false)
+		e.gate.RecordFinalFailure(ctx, "openai", services.AuthAPIKey, "", resilience.ReasonRateLimit, false)
 		wantWgBlocked(t, e.gate, "openai", "", 0)
 	}
 	if got := e.gate.Entries(); len(got) != 1 || got[0].FailuresInWindow != 14 || got[0].RetryAfterMs != 0 {
 		t.Fatalf("Entries after 14 = %+v", got)
 	}
 	e.clock.Set(bkAt(600_000))
-	e.gate.RecordFinalFailure("openai", services.AuthAPIKey, "", resilience.ReasonRateLimit, false)
+	e.gate.RecordFinalFailure(ctx, "openai", services.AuthAPIKey, "", resilience.ReasonRateLimit, false)
 	wantWgBlocked(t, e.gate, "openai", "", 600*time.Second)
 	wantWgBlocked(t, e.gate, "openai", "c9", 600*time.Second) // a pinned target of the provider too
 	wantWgBlocked(t, e.gate, "anthropic", "", 0)
@@ -104,17 +108,17 @@ func TestWindowGateW2ThresholdCools(t *testing.T) {
 
 func TestWindowGateW3WindowSlides(t *testing.T) {
 	e := newWgEnv(true)
-	e.gate.RecordFinalFailure("openai", services.AuthAPIKey, "", resilience.ReasonServerError, false)
+	e.gate.RecordFinalFailure(ctx, "openai", services.AuthAPIKey, "", resilience.ReasonServerError, false)
 	e.clock.Set(bkAt(1_800_000))
 	for range 14 {
-		e.gate.RecordFinalFailure("openai", services.AuthAPIKey, "", resilience.ReasonServerError, false)
+		e.gate.RecordFinalFailure(ctx, "openai", services.AuthAPIKey, "", resilience.ReasonServerError, false)
 	}
 	wantWgBlocked(t, e.gate, "openai", "", 0)
 	if got := e.gate.Entries(); len(got) != 1 || got[0].FailuresInWindow != 14 {
 		t.Fatalf("Entries = %+v, want 14 failures in the window", got)
 	}
 	// One more inside the window reaches the threshold.
-	e.gate.RecordFinalFailure("openai", services.AuthAPIKey, "", resilience.ReasonServerError, false)
+	e.gate.RecordFinalFailure(ctx, "openai", services.AuthAPIKey, "", resilience.ReasonServerError, false)
 	wantWgBlocked(t, e.gate, "openai", "", 600*time.Second)
 }
 
@@ -122,7 +126,7 @@ func TestWindowGateW4ConnectionLevelLadder(t *testing.T) {
 	e := newWgEnv(true)
 	wantS := []int64{5, 10, 20, 40, 80, 160, 300, 300}
 	for i, s := range wantS {
-		e.gate.RecordFinalFailure("openai", services.AuthAPIKey, "c1", resilience.ReasonServerError, false)
+		e.gate.RecordFinalFailure(ctx, "openai", services.AuthAPIKey, "c1", resilience.ReasonServerError, false)
 		d := time.Duration(s) * time.Second
 		wantWgBlocked(t, e.gate, "openai", "c1", d)
 		wantWgBlocked(t, e.gate, "openai", "", 0) // the provider and its other connections stay open
@@ -133,27 +137,27 @@ func TestWindowGateW4ConnectionLevelLadder(t *testing.T) {
 		}
 		// A failure landing inside the cooldown is the same episode.
 		e.clock.Advance(d / 2)
-		e.gate.RecordFinalFailure("openai", services.AuthAPIKey, "c1", resilience.ReasonServerError, false)
+		e.gate.RecordFinalFailure(ctx, "openai", services.AuthAPIKey, "c1", resilience.ReasonServerError, false)
 		wantWgBlocked(t, e.gate, "openai", "c1", d-d/2)
 		e.clock.Advance(d - d/2 - time.Millisecond)
 		wantWgBlocked(t, e.gate, "openai", "c1", time.Millisecond)
 		e.clock.Advance(time.Millisecond)
 		wantWgBlocked(t, e.gate, "openai", "c1", 0)
 	}
-	e.gate.Success("openai", "c1")
-	e.gate.RecordFinalFailure("openai", services.AuthAPIKey, "c1", resilience.ReasonServerError, false)
+	e.gate.Success(ctx, "openai", "c1")
+	e.gate.RecordFinalFailure(ctx, "openai", services.AuthAPIKey, "c1", resilience.ReasonServerError, false)
 	wantWgBlocked(t, e.gate, "openai", "c1", 5*time.Second)
 }
 
 func TestWindowGateW5SuccessEmptiesWindow(t *testing.T) {
 	e := newWgEnv(true)
 	for range 9 {
-		e.gate.RecordFinalFailure("openai", services.AuthAPIKey, "", resilience.ReasonTransient, false)
+		e.gate.RecordFinalFailure(ctx, "openai", services.AuthAPIKey, "", resilience.ReasonTransient, false)
 		e.clock.Advance(time.Second)
 	}
-	e.gate.Success("openai", "")
+	e.gate.Success(ctx, "openai", "")
 	for range 14 {
-		e.gate.RecordFinalFailure("openai", services.AuthAPIKey, "", resilience.ReasonTransient, false)
+		e.gate.RecordFinalFailure(ctx, "openai", services.AuthAPIKey, "", resilience.ReasonTransient, false)
 		e.clock.Advance(time.Second)
 	}
 	wantWgBlocked(t, e.gate, "openai", "", 0)
@@ -187,7 +191,7 @@ func TestWindowGateTriggers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newWgEnv(true)
 			for range 5 {
-				e.gate.RecordFinalFailure("ollama", services.AuthLocal, "", tc.reason, tc.perModelQuota500)
+				e.gate.RecordFinalFailure(ctx, "ollama", services.AuthLocal, "", tc.reason, tc.perModelQuota500)
 			}
 			b, blocked := e.gate.Block("ollama", "")
 			if blocked != tc.cools || b.Waitable != tc.waitable {
@@ -202,7 +206,7 @@ func TestWindowGateTriggers(t *testing.T) {
 
 func TestWindowGateProviderScopeRule(t *testing.T) {
 	e := newWgEnv(false) // the rule is the opt-in: works with the gate off
-	e.gate.ProviderScope("mistral", services.AuthAPIKey, 45_000)
+	e.gate.ProviderScope(ctx, "mistral", services.AuthAPIKey, 45_000)
 	wantWgBlocked(t, e.gate, "mistral", "", 45*time.Second)
 	wantWgBlocked(t, e.gate, "mistral", "c1", 45*time.Second)
 	if b, _ := e.gate.Block("mistral", ""); b.Waitable {
@@ -210,13 +214,13 @@ func TestWindowGateProviderScopeRule(t *testing.T) {
 	}
 	// A shorter rule cooldown never shortens the running one.
 	e.clock.Advance(5 * time.Second)
-	e.gate.ProviderScope("mistral", services.AuthAPIKey, 1_000)
+	e.gate.ProviderScope(ctx, "mistral", services.AuthAPIKey, 1_000)
 	wantWgBlocked(t, e.gate, "mistral", "", 40*time.Second)
 	// No cooldownMs on the rule: the profile's cooldownMs.
-	e.gate.ProviderScope("groq", services.AuthAPIKey, 0)
+	e.gate.ProviderScope(ctx, "groq", services.AuthAPIKey, 0)
 	wantWgBlocked(t, e.gate, "groq", "", 600*time.Second)
 	// A success does not lift it.
-	e.gate.Success("groq", "")
+	e.gate.Success(ctx, "groq", "")
 	wantWgBlocked(t, e.gate, "groq", "", 600*time.Second)
 	if got := e.gate.Entries(); len(got) != 2 || got[0].Key != "groq" || got[1].RetryAfterMs != 40_000 {
 		t.Fatalf("Entries = %+v", got)
@@ -228,7 +232,7 @@ func TestWindowGateProviderScopeRule(t *testing.T) {
 func TestWindowGateDisablingStopsEnforcement(t *testing.T) {
 	e := newWgEnv(true)
 	for range 15 {
-		e.gate.RecordFinalFailure("openai", services.AuthAPIKey, "", resilience.ReasonServerError, false)
+		e.gate.RecordFinalFailure(ctx, "openai", services.AuthAPIKey, "", resilience.ReasonServerError, false)
 	}
 	wantWgBlocked(t, e.gate, "openai", "", 600*time.Second)
 	e.setEnabled(false)
@@ -238,7 +242,7 @@ func TestWindowGateDisablingStopsEnforcement(t *testing.T) {
 	// Failures inside the cooldown do not extend it.
 	e.clock.Advance(100 * time.Second)
 	for range 30 {
-		e.gate.RecordFinalFailure("openai", services.AuthAPIKey, "", resilience.ReasonServerError, false)
+		e.gate.RecordFinalFailure(ctx, "openai", services.AuthAPIKey, "", resilience.ReasonServerError, false)
 	}
 	wantWgBlocked(t, e.gate, "openai", "", 500*time.Second)
 }
@@ -246,9 +250,9 @@ func TestWindowGateDisablingStopsEnforcement(t *testing.T) {
 func TestWindowGateQuotaMixedWithWaitable(t *testing.T) {
 	e := newWgEnv(true)
 	for range 15 {
-		e.gate.RecordFinalFailure("openai", services.AuthAPIKey, "", resilience.ReasonQuotaExhausted, false)
+		e.gate.RecordFinalFailure(ctx, "openai", services.AuthAPIKey, "", resilience.ReasonQuotaExhausted, false)
 	}
-	e.gate.RecordFinalFailure("openai", services.AuthAPIKey, "c1", resilience.ReasonRateLimit, false)
+	e.gate.RecordFinalFailure(ctx, "openai", services.AuthAPIKey, "c1", resilience.ReasonRateLimit, false)
 	b, ok := e.gate.Block("openai", "c1")
 	if !ok || b.RetryAfter != 600*time.Second || b.Waitable {
 		t.Fatalf("Block = %+v %v: the longest blocker wins and one non-waitable blocker makes it non-waitable", b, ok)
@@ -261,14 +265,14 @@ func TestWindowGateQuotaMixedWithWaitable(t *testing.T) {
 func TestWindowGateClearAndSweep(t *testing.T) {
 	e := newWgEnv(true)
 	for range 15 {
-		e.gate.RecordFinalFailure("openai", services.AuthAPIKey, "", resilience.ReasonServerError, false)
+		e.gate.RecordFinalFailure(ctx, "openai", services.AuthAPIKey, "", resilience.ReasonServerError, false)
 	}
-	e.gate.RecordFinalFailure("anthropic", services.AuthAPIKey, "", resilience.ReasonServerError, false)
-	e.gate.RecordFinalFailure("anthropic", services.AuthAPIKey, "c1", resilience.ReasonServerError, false)
+	e.gate.RecordFinalFailure(ctx, "anthropic", services.AuthAPIKey, "", resilience.ReasonServerError, false)
+	e.gate.RecordFinalFailure(ctx, "anthropic", services.AuthAPIKey, "c1", resilience.ReasonServerError, false)
 	if n := e.gate.Sweep(); n != 0 {
 		t.Fatalf("Sweep dropped %d live entries", n)
 	}
-	if n := e.gate.Clear(); n != 3 {
+	if n, _ := e.gate.Clear(ctx); n != 3 {
 		t.Fatalf("Clear = %d, want 3", n)
 	}
 	wantWgBlocked(t, e.gate, "openai", "", 0)
@@ -278,10 +282,10 @@ func TestWindowGateClearAndSweep(t *testing.T) {
 
 	// Dead entries: lapsed and idle for max(30 min, maxRetryCooldownMs).
 	for range 15 {
-		e.gate.RecordFinalFailure("openai", services.AuthAPIKey, "", resilience.ReasonServerError, false)
+		e.gate.RecordFinalFailure(ctx, "openai", services.AuthAPIKey, "", resilience.ReasonServerError, false)
 	}
-	e.gate.RecordFinalFailure("openai", services.AuthAPIKey, "c1", resilience.ReasonServerError, false)
-	e.gate.RecordFinalFailure("anthropic", services.AuthAPIKey, "", resilience.ReasonServerError, false)
+	e.gate.RecordFinalFailure(ctx, "openai", services.AuthAPIKey, "c1", resilience.ReasonServerError, false)
+	e.gate.RecordFinalFailure(ctx, "anthropic", services.AuthAPIKey, "", resilience.ReasonServerError, false)
 	e.clock.Advance(30*time.Minute - time.Millisecond)
 	if n := e.gate.Sweep(); n != 0 {
 		t.Fatalf("Sweep before retention dropped %d", n)
@@ -293,7 +297,7 @@ func TestWindowGateClearAndSweep(t *testing.T) {
 		t.Fatalf("Sweep = %d, want 3", n)
 	}
 	// The connection count is gone with its entry: the ladder restarts.
-	e.gate.RecordFinalFailure("openai", services.AuthAPIKey, "c1", resilience.ReasonServerError, false)
+	e.gate.RecordFinalFailure(ctx, "openai", services.AuthAPIKey, "c1", resilience.ReasonServerError, false)
 	wantWgBlocked(t, e.gate, "openai", "c1", 5*time.Second)
 }
 
@@ -310,7 +314,7 @@ func TestWindowGateConcurrentUse(t *testing.T) {
 				}
 				switch i % 5 {
 				case 0:
-					e.gate.Success(p, conn)
+					e.gate.Success(ctx, p, conn)
 				case 1:
 					e.gate.Blocked(p, conn)
 				case 2:
@@ -319,17 +323,17 @@ func TestWindowGateConcurrentUse(t *testing.T) {
 					e.clock.Advance(time.Second)
 					e.gate.Sweep()
 				default:
-					e.gate.RecordFinalFailure(p, services.AuthLocal, conn, resilience.ReasonRateLimit, false)
+					e.gate.RecordFinalFailure(ctx, p, services.AuthLocal, conn, resilience.ReasonRateLimit, false)
 				}
 				if w == 0 && i%100 == 0 {
-					e.gate.ProviderScope(p, services.AuthLocal, 0)
+					e.gate.ProviderScope(ctx, p, services.AuthLocal, 0)
 					e.setEnabled(i%200 == 0)
 				}
 			}
 		})
 	}
 	wg.Wait()
-	e.gate.Clear()
+	e.gate.Clear(ctx)
 	if got := e.gate.Entries(); len(got) != 0 {
 		t.Fatalf("Entries after Clear = %+v", got)
 	}
@@ -338,14 +342,14 @@ func TestWindowGateConcurrentUse(t *testing.T) {
 func TestWindowGateIdleConnectionRestartsLadder(t *testing.T) {
 	e := newWgEnv(true)
 	for range 3 {
-		e.gate.RecordFinalFailure("openai", services.AuthAPIKey, "c1", resilience.ReasonServerError, false)
+		e.gate.RecordFinalFailure(ctx, "openai", services.AuthAPIKey, "c1", resilience.ReasonServerError, false)
 		e.clock.Advance(time.Minute)
 	}
-	e.gate.RecordFinalFailure("openai", services.AuthAPIKey, "c1", resilience.ReasonServerError, false)
+	e.gate.RecordFinalFailure(ctx, "openai", services.AuthAPIKey, "c1", resilience.ReasonServerError, false)
 	wantWgBlocked(t, e.gate, "openai", "c1", 40*time.Second)
 	// Idle for the retention time: the entry is dead and, without any sweep,
 	// the next failure starts the ladder again.
 	e.clock.Advance(30 * time.Minute)
-	e.gate.RecordFinalFailure("openai", services.AuthAPIKey, "c1", resilience.ReasonServerError, false)
+	e.gate.RecordFinalFailure(ctx, "openai", services.AuthAPIKey, "c1", resilience.ReasonServerError, false)
 	wantWgBlocked(t, e.gate, "openai", "c1", 5*time.Second)
 }

@@ -22,6 +22,21 @@ func BenchmarkSlotsAcquireRelease(b *testing.B) {
 	}
 }
 
+// BenchmarkSlotStoreAcquireRelease is BenchmarkSlotsAcquireRelease through
+// the SlotStore interface, as the gateway calls it.
+func BenchmarkSlotStoreAcquireRelease(b *testing.B) {
+	var s traffic.SlotStore = traffic.NewSlots(nil)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		release, _, err := s.Acquire(ctx, "c_1", 4)
+		if err != nil {
+			b.Fatal(err)
+		}
+		release()
+	}
+}
+
 func BenchmarkSlotsAcquireReleaseParallel(b *testing.B) {
 	s := traffic.NewSlots(nil)
 	ctx := context.Background()
@@ -53,6 +68,22 @@ func (c *tickClock) Wait(ctx context.Context, d time.Duration) error {
 
 func BenchmarkQueuesAdmitFastPath(b *testing.B) {
 	q := traffic.NewQueues(&tickClock{}, nil)
+	cfg := fast(nil)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		tk, err := q.Admit(ctx, "openai:c_1", cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		tk.Done()
+	}
+}
+
+// BenchmarkRateStoreAdmitFastPath is BenchmarkQueuesAdmitFastPath through
+// the RateStore interface, as the gateway calls it.
+func BenchmarkRateStoreAdmitFastPath(b *testing.B) {
+	var q traffic.RateStore = traffic.NewQueues(&tickClock{}, nil)
 	cfg := fast(nil)
 	ctx := context.Background()
 	b.ReportAllocs()

@@ -4,10 +4,14 @@
 // rate-limit protection (§10, Queues), with the limits it learns from upstream
 // x-ratelimit-* headers.
 //
-// Everything here is memory only except the learned limits, which are
-// exposed as a snapshot (Queues.Learned, Queues.Restore) for a store to
-// persist. The errors it returns are local limits (*LimitError): they never
-// penalise a connection, provider or model (BD 2).
+// Both sit behind an interface (SlotStore, RateStore, store.go) so a shared
+// implementation can hold them for several replicas; Slots and Queues are
+// the in-process ones and the default. The combo entry queue uses a Slots of
+// its own, per process by spec. Everything here is memory only except the
+// learned limits, which a LearnedStore keeps across restarts (learnstore.go:
+// written off the request path, at most once a minute per key). The errors it
+// returns are local limits (*LimitError): they never penalise a connection,
+// provider or model (BD 2).
 //
 // It imports the standard library, golang.org/x/time/rate and the services
 // root (Clock, RateLimitOverrides) only; never an HTTP framework, ORM,

@@ -1,6 +1,7 @@
 package traffic
 
 import (
+	"context"
 	"net/http"
 	"slices"
 	"strconv"
@@ -48,6 +49,11 @@ type learnedEntry struct {
 	observedAt       time.Time
 	throttled        bool
 	budget           int // sends left before resetAt while throttled
+
+	// savedObservedAt is observedAt as last stored (zero: never), savedAt
+	// when that was, on the queue's clock: the entry is dirty while
+	// observedAt is newer, and stored at most once per persistEvery.
+	savedObservedAt, savedAt time.Time
 }
 
 // throttledAt reports whether the throttle holds at now; it lapses by itself
@@ -105,13 +111,16 @@ func (e *learnedEntry) observe(now time.Time, limit, remaining int, hasLimit, ha
 // equivalents). It records for every connection; only Admit, which callers
 // use for protected connections, applies it. Learned values only tighten the
 // configured ones. A response without those headers changes nothing.
-func (q *Queues) Learn(key string, h http.Header) {
+//
+// The learned entry is stored later, off the request path (PersistLearned).
+// It never fails: the error is the RateStore contract's.
+func (q *Queues) Learn(_ context.Context, key string, h http.Header) error {
 	limit, hasLimit := headerInt(h, limitHeaders)
 	remaining, hasRemaining := headerInt(h, remainingHeaders)
 	now := q.clock.Now()
 	reset := headerReset(h, resetHeaders, now)
 	if !hasLimit && !hasRemaining && reset.IsZero() {
-		return
+		return nil
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -120,13 +129,14 @@ func (q *Queues) Learn(key string, h http.Header) {
 	if kq := q.queues[key]; kq != nil {
 		wakeHeadLocked(kq)
 	}
+	return nil
 }
 
 // LearnRateLimited is Learn for an upstream 429: nothing more is sent on the
 // key until the reset it announces (x-ratelimit-reset-requests, the Anthropic
 // equivalent, else Retry-After). Without any reset hint only the headers are
 // learned: a throttle that could never lapse would hold the key for ever.
-func (q *Queues) LearnRateLimited(key string, h http.Header) {
+func (q *Queues) LearnRateLimited(_ context.Context, key string, h http.Header) error {
 	limit, hasLimit := headerInt(h, limitHeaders)
 	now := q.clock.Now()
 	reset := headerReset(h, resetHeaders, now)
@@ -141,6 +151,7 @@ func (q *Queues) LearnRateLimited(key string, h http.Header) {
 	if e.resetAt.After(now) {
 		e.throttled, e.budget = true, 0
 	}
+	return nil
 }
 
 func (q *Queues) learnedLocked(key string) *learnedEntry {
@@ -183,7 +194,8 @@ func (q *Queues) Restore(limits []LearnedLimit) int {
 			continue
 		}
 		e := &learnedEntry{limit: max(l.LimitRequests, 0), remaining: max(l.Remaining, 0), resetAt: l.ResetAt,
-			minTime: max(time.Duration(l.MinTimeMs)*time.Millisecond, 0), observedAt: l.ObservedAt}
+			minTime: max(time.Duration(l.MinTimeMs)*time.Millisecond, 0), observedAt: l.ObservedAt,
+			savedObservedAt: l.ObservedAt, savedAt: now}
 		if e.limit > 0 && e.remaining*10 < e.limit && e.resetAt.After(now) {
 			e.throttled, e.budget = true, e.remaining
 		}

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -178,8 +177,9 @@ type QueueTotals struct {
 // per limiter key a token bucket, a minimum spacing between send starts, a
 // cap on executing requests and a FIFO of waiting requests, tightened by
 // limits learned from upstream headers. Callers use it only for protected
-// connections (opt-in, BD 13). Memory only, except that Learned and Restore
-// expose the learned limits for persistence. Safe for concurrent use.
+// connections (opt-in, BD 13). Memory only, except for the learned limits,
+// which a LearnedStore keeps across restarts (UseLearnedStore). It is the
+// in-process RateStore. Safe for concurrent use.
 type Queues struct {
 	clock services.Clock
 	cfg   func() QueueConfig
@@ -190,10 +190,18 @@ type Queues struct {
 	rejections map[string]*Rejections // never swept: counters are never reset
 	totals     Rejections
 	lastSweep  time.Time
+
+	// learnedStore persists learned limits (UseLearnedStore); nil = memory
+	// only. persistMu serialises its writers.
+	learnedStore LearnedStore
+	persistMu    sync.Mutex
 }
 
-// keyQueue is the limiter of one key. Guarded by Queues.mu.
+// keyQueue is the limiter of one key. Guarded by Queues.mu. It owns the
+// tickets it admits: a key with running requests is never swept, so a
+// ticket's keyQueue outlives it.
 type keyQueue struct {
+	q   *Queues
 	key string
 	cfg QueueConfig
 	// inherits records that cfg equalled the global settings at the last
@@ -243,25 +251,12 @@ func (q *Queues) global() QueueConfig {
 	return q.cfg().normalised(DefaultQueueConfig())
 }
 
-// Ticket is an admitted request of the queue. Its zero value is inert.
-type Ticket struct{ t *ticket }
+// TicketKey is the TicketOwner side of Ticket.Key.
+func (kq *keyQueue) TicketKey() string { return kq.key }
 
-type ticket struct {
-	q            *Queues
-	kq           *keyQueue
-	dispatchedAt time.Time
-	maxWait      time.Duration
-	done         atomic.Bool
-}
-
-// Done ends the request's hold on the key's concurrentRequests; call it when
-// the request is finalised (response end, stream end, abort). Only the first
-// call counts.
-func (t Ticket) Done() {
-	if t.t == nil || !t.t.done.CompareAndSwap(false, true) {
-		return
-	}
-	q, kq := t.t.q, t.t.kq
+// TicketDone is the TicketOwner side of Ticket.Done.
+func (kq *keyQueue) TicketDone() {
+	q := kq.q
 	q.mu.Lock()
 	kq.running--
 	kq.lastUsed = q.clock.Now()
@@ -269,53 +264,12 @@ func (t Ticket) Done() {
 	q.mu.Unlock()
 }
 
-// Key returns the limiter key the ticket was admitted on.
-func (t Ticket) Key() string {
-	if t.t == nil {
-		return ""
-	}
-	return t.t.kq.key
-}
-
-// MaxWait is requestQueue.maxWaitMs: how long the caller allows from dispatch
-// to the upstream's response headers (first byte for streams), never over the
-// rest of a stream (BD 14). Zero for the zero Ticket.
-func (t Ticket) MaxWait() time.Duration {
-	if t.t == nil {
-		return 0
-	}
-	return t.t.maxWait
-}
-
-// ExecutionDeadline is the admission instant (on the queue's clock) plus
-// MaxWait: past it without response headers the attempt is aborted with
-// ExecutionTimeout's error. Zero for the zero Ticket.
-func (t Ticket) ExecutionDeadline() time.Time {
-	if t.t == nil {
-		return time.Time{}
-	}
-	return t.t.dispatchedAt.Add(t.t.maxWait)
-}
-
-// ExecutionTimeout counts an attempt aborted at ExecutionDeadline and returns
-// its error, RATE_LIMIT_EXECUTION_TIMEOUT (504). It does not call Done.
-func (t Ticket) ExecutionTimeout() *LimitError {
-	if t.t == nil {
-		return nil
-	}
-	q, kq := t.t.q, t.t.kq
+// TicketTimedOut is the TicketOwner side of Ticket.ExecutionTimeout.
+func (kq *keyQueue) TicketTimedOut() {
+	q := kq.q
 	q.mu.Lock()
 	q.countLocked(kq.key, CodeExecutionTimeout)
 	q.mu.Unlock()
-	return &LimitError{
-		Code:       CodeExecutionTimeout,
-		Status:     504,
-		RetryAfter: time.Second,
-		Key:        kq.key,
-		Message: fmt.Sprintf("No response headers from %s within requestQueue.maxWaitMs = %d of dispatch; "+
-			"Switchyard's own request queue aborted the attempt; this is not an upstream rejection",
-			displayKey(kq.key), t.t.maxWait.Milliseconds()),
-	}
 }
 
 // Admit waits until the key's limiter lets the request be dispatched, then
@@ -414,7 +368,7 @@ func (q *Queues) Admit(ctx context.Context, key string, cfg QueueConfig) (Ticket
 func (q *Queues) queueLocked(key string, now time.Time) *keyQueue {
 	kq := q.queues[key]
 	if kq == nil {
-		kq = &keyQueue{key: key}
+		kq = &keyQueue{q: q, key: key}
 		q.queues[key] = kq
 	}
 	kq.lastUsed = now
@@ -469,8 +423,7 @@ func (q *Queues) startLocked(kq *keyQueue, now time.Time) Ticket {
 	if e := q.learned[kq.key]; e != nil && e.throttledAt(now) {
 		e.budget--
 	}
-	return Ticket{&ticket{q: q, kq: kq, dispatchedAt: now,
-		maxWait: time.Duration(kq.cfg.MaxWaitMs) * time.Millisecond}}
+	return NewTicket(kq, now, time.Duration(kq.cfg.MaxWaitMs)*time.Millisecond)
 }
 
 // refuseLocked counts a refusal of kq and builds its error.
@@ -562,22 +515,43 @@ func (q *Queues) Reconfigure() {
 
 // Reset clears learned throttles and rebuilds every live limiter from its
 // settings (POST /api/concurrency/reset, target queues); queued requests keep
-// their order, executing ones their hold, counters their counts. It returns
-// the number of keys reset.
-func (q *Queues) Reset() int {
-	return q.reset(func(string) bool { return true })
+// their order, executing ones their hold, counters their counts. The stored
+// learned limits go first: when that fails nothing is reset (memory cleared
+// before the store would bring the throttles back at the next start). It
+// returns the number of keys reset.
+func (q *Queues) Reset(ctx context.Context) (int, error) {
+	return q.reset(ctx, func(string) bool { return true })
 }
 
 // ResetConnection is Reset for the keys of one connection.
-func (q *Queues) ResetConnection(connectionID string) int {
-	return q.reset(func(key string) bool {
+func (q *Queues) ResetConnection(ctx context.Context, connectionID string) (int, error) {
+	return q.reset(ctx, func(key string) bool {
 		_, id, _ := splitKey(key)
 		return id == connectionID
 	})
 }
 
-func (q *Queues) reset(match func(key string) bool) int {
+func (q *Queues) reset(ctx context.Context, match func(key string) bool) (int, error) {
 	global := q.global()
+	// persistMu keeps PersistLearned from storing an entry between the
+	// delete and the memory reset.
+	q.persistMu.Lock()
+	defer q.persistMu.Unlock()
+	if store := q.learnedStore; store != nil {
+		var keys []string
+		q.mu.Lock()
+		for key := range q.learned {
+			if match(key) {
+				keys = append(keys, key)
+			}
+		}
+		q.mu.Unlock()
+		if len(keys) > 0 {
+			if err := store.DeleteLearnedLimits(ctx, keys); err != nil {
+				return 0, fmt.Errorf("traffic: reset learned limits: %w", err)
+			}
+		}
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	n := 0
@@ -598,7 +572,7 @@ func (q *Queues) reset(match func(key string) bool) int {
 		kq.lastStart = time.Time{}
 		wakeHeadLocked(kq)
 	}
-	return n
+	return n, nil
 }
 
 // Stats returns every key with a live limiter, learned limits or refusals,

@@ -273,7 +273,7 @@ func TestQueueLearnedLimits(t *testing.T) {
 		h.Set("x-ratelimit-limit-requests", "500")
 		h.Set("x-ratelimit-remaining-requests", "20")
 		h.Set("x-ratelimit-reset-requests", "6s")
-		q.Learn(key, h)
+		q.Learn(context.Background(), key, h)
 		got := dispatchTimes(t, q, key, fast(nil), 22)
 		for i := range 20 {
 			if want := time.Duration(i) * 110 * time.Millisecond; got[i] != want {
@@ -298,7 +298,7 @@ func TestQueueLearnedThrottleLifts(t *testing.T) {
 		h.Set("anthropic-ratelimit-requests-limit", "100")
 		h.Set("anthropic-ratelimit-requests-remaining", "0")
 		h.Set("anthropic-ratelimit-requests-reset", time.Now().Add(time.Minute).Format(time.RFC3339))
-		q.Learn(key, h)
+		q.Learn(context.Background(), key, h)
 		start := time.Now()
 		w := admitAsync(t.Context(), q, key, fast(nil), start)
 		if st := queueOf(t, q, key); st.Queued != 1 || st.Learned == nil || !st.Learned.Throttled {
@@ -306,7 +306,7 @@ func TestQueueLearnedThrottleLifts(t *testing.T) {
 		}
 		time.Sleep(10 * time.Second)
 		h.Set("anthropic-ratelimit-requests-remaining", "51") // > 50 %: lifted
-		q.Learn(key, h)
+		q.Learn(context.Background(), key, h)
 		r := <-w
 		if r.err != nil || r.at != 10*time.Second {
 			t.Fatalf("waiter %+v, want dispatched when the throttle lifted at 10s", r)
@@ -319,12 +319,12 @@ func TestQueueLearnRateLimited(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := traffic.NewQueues(services.RealClock{}, nil)
 		key := "openai:c_6"
-		q.LearnRateLimited(key, http.Header{"Retry-After": {"7"}})
+		q.LearnRateLimited(context.Background(), key, http.Header{"Retry-After": {"7"}})
 		got := dispatchTimes(t, q, key, fast(nil), 2)
 		if !equalDurations(got, []time.Duration{7 * time.Second, 7 * time.Second}) {
 			t.Fatalf("dispatched at %v, want both at the 429's reset (7s)", got)
 		}
-		q.LearnRateLimited("openai:c_6b", http.Header{}) // no reset hint: no throttle
+		q.LearnRateLimited(context.Background(), "openai:c_6b", http.Header{}) // no reset hint: no throttle
 		if got := dispatchTimes(t, q, "openai:c_6b", fast(nil), 1); got[0] != 0 {
 			t.Fatalf("hint-less 429 held the key until %v", got[0])
 		}
@@ -339,8 +339,8 @@ func TestQueueLearnedPersistence(t *testing.T) {
 	h.Set("x-ratelimit-limit-requests", "500")
 	h.Set("x-ratelimit-remaining-requests", "12")
 	h.Set("x-ratelimit-reset-requests", "6s")
-	q.Learn("openai:c_7", h)
-	q.Learn("openai:nothing", http.Header{"Content-Type": {"application/json"}})
+	q.Learn(context.Background(), "openai:c_7", h)
+	q.Learn(context.Background(), "openai:nothing", http.Header{"Content-Type": {"application/json"}})
 	snap := q.Learned()
 	want := traffic.LearnedLimit{Key: "openai:c_7", LimitRequests: 500, Remaining: 12, ResetAt: t0.Add(6 * time.Second),
 		MinTimeMs: 110, ObservedAt: t0, Throttled: true}
@@ -468,13 +468,13 @@ func TestQueueReset(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := traffic.NewQueues(services.RealClock{}, nil)
 		key := "openai:c_11"
-		q.LearnRateLimited(key, http.Header{"Retry-After": {"60"}})
+		q.LearnRateLimited(context.Background(), key, http.Header{"Retry-After": {"60"}})
 		start := time.Now()
 		w := admitAsync(t.Context(), q, key, fast(nil), start)
-		if n := q.ResetConnection("c_other"); n != 0 {
+		if n, _ := q.ResetConnection(context.Background(), "c_other"); n != 0 {
 			t.Fatalf("ResetConnection(other) = %d", n)
 		}
-		if n := q.ResetConnection("c_11"); n != 1 {
+		if n, _ := q.ResetConnection(context.Background(), "c_11"); n != 1 {
 			t.Fatalf("ResetConnection = %d, want 1", n)
 		}
 		r := <-w
@@ -485,7 +485,7 @@ func TestQueueReset(t *testing.T) {
 		if l := q.Learned(); len(l) != 0 {
 			t.Fatalf("learned %+v after reset", l)
 		}
-		if n := q.Reset(); n != 1 {
+		if n, _ := q.Reset(context.Background()); n != 1 {
 			t.Fatalf("Reset = %d", n)
 		}
 	})

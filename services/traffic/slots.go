@@ -66,7 +66,7 @@ type SlotTotals struct {
 // Slots caps in-flight requests per connection (max_concurrent,
 // 20-resilience §8): one gate per connection id for all traffic (BD 12), a
 // bounded FIFO of waiters, fail-open by default. Memory only; safe for
-// concurrent use.
+// concurrent use. It is the in-process SlotStore, and the combo entry queue.
 type Slots struct {
 	cfg func() SlotConfig
 
@@ -321,26 +321,26 @@ func (s *Slots) Totals() SlotTotals {
 // the cap (POST /api/concurrency/reset, target slots). Requests already
 // running continue, so the cap may be exceeded until they finish. Fail-open
 // counters are kept. It returns the number of gates reset.
-func (s *Slots) Reset() int {
+func (s *Slots) Reset(context.Context) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, g := range s.gates {
 		g.resetLocked()
 	}
-	return len(s.gates)
+	return len(s.gates), nil
 }
 
 // ResetConnection is Reset for one connection; it returns 0 when the
 // connection has no gate yet.
-func (s *Slots) ResetConnection(connectionID string) int {
+func (s *Slots) ResetConnection(_ context.Context, connectionID string) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	g := s.gates[connectionID]
 	if g == nil {
-		return 0
+		return 0, nil
 	}
 	g.resetLocked()
-	return 1
+	return 1, nil
 }
 
 func (g *slotGate) resetLocked() {

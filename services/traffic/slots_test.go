@@ -302,10 +302,10 @@ func TestSlotsReset(t *testing.T) {
 		start := time.Now()
 		old := <-acquireAsync(t.Context(), s, "c_10", 1, start)
 		w := acquireAsync(t.Context(), s, "c_10", 1, start)
-		if n := s.ResetConnection("nobody"); n != 0 {
+		if n, _ := s.ResetConnection(context.Background(), "nobody"); n != 0 {
 			t.Fatalf("ResetConnection(unknown) = %d", n)
 		}
-		if n := s.Reset(); n != 1 {
+		if n, _ := s.Reset(context.Background()); n != 1 {
 			t.Fatalf("Reset = %d, want 1", n)
 		}
 		wr := <-w // granted at once, up to the cap
@@ -316,7 +316,7 @@ func TestSlotsReset(t *testing.T) {
 		if st := slotOf(t, s, "c_10"); st.InFlight != 1 {
 			t.Fatalf("in flight %d after an old release, want 1", st.InFlight)
 		}
-		if n := s.ResetConnection("c_10"); n != 1 {
+		if n, _ := s.ResetConnection(context.Background(), "c_10"); n != 1 {
 			t.Fatalf("ResetConnection = %d", n)
 		}
 		wr.release() // old generation again
