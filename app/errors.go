@@ -118,7 +118,8 @@ func publicMessage(err error, status int, requestID string) string {
 	return msg
 }
 
-// errorHandler serves the three audiences: /v1 (gateway JSON), /api
+// errorHandler serves the three audiences: the client API (gateway JSON,
+// chosen by the route group: /v1 and the unprefixed aliases), /api
 // (management JSON) and the dashboard (status policy of 50-dashboard §3.3).
 // Only 5xx are logged, once, here.
 func errorHandler(log *slog.Logger, pages handlers.Layout) echo.HTTPErrorHandler {
@@ -143,7 +144,7 @@ func errorHandler(log *slog.Logger, pages handlers.Layout) echo.HTTPErrorHandler
 			c.Response().Header().Set("Retry-After", strconv.Itoa(ceilSeconds(uerr.Wait())))
 		}
 		switch {
-		case strings.HasPrefix(path, "/v1/") || path == "/v1":
+		case handlers.GatewayAudience(c):
 			writeGatewayError(c, err, status, rid)
 		case isAPI:
 			body := map[string]any{"code": apiCode(err, status), "message": publicMessage(err, status, rid)}

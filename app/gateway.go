@@ -90,6 +90,7 @@ func (g *gatewaySettings) get() *derivedSettings {
 	if doc.Routing.RequestDeadlineMs > 0 {
 		d.set.RequestDeadline = ms(doc.Routing.RequestDeadlineMs)
 	}
+	d.set.EchoRequestedModel = doc.Routing.EchoRequestedModel
 	d.set.DirectCombo = gateway.ComboDefaults(doc.Routing.ComboDefaults)
 	d.set.ComboDefaults, d.set.TaskFitness = doc.Routing.ComboDefaults, doc.Routing.AutoTaskFitness
 	if doc.Routing.FallbackStrategy != "" {

@@ -28,6 +28,29 @@ func requestID(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// gatewayAudience marks a client-API route (handlers.SetGatewayAudience):
+// the error handler then answers in the gateway's JSON shapes.
+func gatewayAudience(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		handlers.SetGatewayAudience(c)
+		return next(c)
+	}
+}
+
+// aliasOtherMethods are the methods an unprefixed alias answers with 405.
+var aliasOtherMethods = []string{http.MethodGet, http.MethodHead, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions}
+
+// methodNotAllowed answers 405 method_not_allowed with an Allow header
+// (10-gateway-api §1).
+func methodNotAllowed(allow string) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		c.Response().Header().Set("Allow", allow)
+		c.Response().Header().Set("X-Switchyard-Request-Id", handlers.RequestID(c))
+		return services.NewGatewayError(services.CodeMethodNotAllowed,
+			fmt.Sprintf("%s is not allowed on %s; use %s.", c.Request().Method, c.Request().URL.Path, allow))
+	}
+}
+
 // recoverer turns a panic into a 500 that the error handler logs once.
 func recoverer(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) (err error) {

@@ -20,7 +20,7 @@ func (l logSink) Record(r *gateway.LogRecord) {
 		ComboPath: r.ComboName, Strategy: r.Strategy, Provider: r.Provider, Model: r.Model, ConnectionID: r.ConnectionID,
 		Status: r.Status, Outcome: r.Outcome, ErrorCode: r.ErrorCode, Attempts: r.Attempts,
 		PromptTokens: r.PromptTokens, CachedTokens: r.CachedTokens, CompletionTokens: r.CompletionTok, ReasoningTokens: r.ReasoningTokens,
-		LatencyMs: r.LatencyMs, TtftMs: r.TtftMs, UpstreamLatencyMs: r.UpstreamMs, Warnings: []string{},
+		LatencyMs: r.LatencyMs, TtftMs: r.TtftMs, UpstreamLatencyMs: r.UpstreamMs, Warnings: append([]string{}, r.Warnings...),
 		AffinityHit: r.AffinityHit, LeaseManaged: r.LeaseManaged, EmergencyFallback: r.EmergencyFallback,
 	}
 	e.UpstreamFormat = r.UpstreamFormat

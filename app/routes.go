@@ -25,18 +25,33 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/static/*", echo.WrapHandler(static.Handler()))
 
 	// ---- Client API (10-gateway-api): key auth inside the handlers, so the
-	// body is read only after it.
-	for _, prefix := range []string{"/v1", ""} {
-		e.POST(prefix+"/chat/completions", h.v1.ChatCompletions)
-		e.POST(prefix+"/messages", h.v1.Messages)
-		e.POST(prefix+"/responses", h.v1.Responses)
-		e.POST(prefix+"/embeddings", h.v1.Embeddings)
+	// body is read only after it. Both route groups mark their requests as
+	// the gateway's audience, so every error is gateway JSON (§9) and the
+	// unprefixed aliases behave exactly like /v1, whatever the outcome. The
+	// aliases' group takes the middleware per route: a group-wide Use on the
+	// root prefix would also claim the dashboard's unmatched paths.
+	v1 := e.Group("/v1", gatewayAudience)
+	aliases := e.Group("")
+	for _, g := range []struct {
+		g  *echo.Group
+		mw []echo.MiddlewareFunc
+	}{{v1, nil}, {aliases, []echo.MiddlewareFunc{gatewayAudience}}} {
+		g.g.POST("/chat/completions", h.v1.ChatCompletions, g.mw...)
+		g.g.POST("/messages", h.v1.Messages, g.mw...)
+		g.g.POST("/responses", h.v1.Responses, g.mw...)
+		g.g.POST("/embeddings", h.v1.Embeddings, g.mw...)
 	}
-	e.POST("/v1/session-leases", h.v1.SessionLeases)
-	e.GET("/v1/models", h.v1.Models)
-	e.GET("/v1/models/*", h.v1.Model)
-	e.Any("/v1/*", h.v1.NotFound)
-	e.Any("/v1", h.v1.NotFound)
+	v1.POST("/messages/count_tokens", h.v1.CountTokens)
+	v1.POST("/session-leases", h.v1.SessionLeases)
+	v1.GET("/models", h.v1.Models)
+	v1.GET("/models/*", h.v1.Model)
+	v1.Any("/*", h.v1.NotFound)
+	v1.Any("", h.v1.NotFound)
+	// The aliases' other methods: 405 from the gateway, not the dashboard's
+	// page (the dashboard serves nothing on these paths).
+	for _, p := range []string{"/chat/completions", "/messages", "/responses", "/embeddings"} {
+		aliases.Match(aliasOtherMethods, p, methodNotAllowed(http.MethodPost), gatewayAudience)
+	}
 
 	// ---- Management API (40-admin-api): an admin session (with cross-origin
 	// protection) or a key with scope manage.

@@ -21,7 +21,20 @@ const (
 	ctxSessionID = "sy.session-id"
 	ctxAPIKey    = "sy.api-key"
 	ctxRequestID = "sy.request-id"
+	ctxGateway   = "sy.gateway-audience"
 )
+
+// SetGatewayAudience marks the request as the client API's: its errors are
+// written in the gateway's JSON shapes (10-gateway-api §9), never as a
+// dashboard page or redirect. The route groups of /v1 and of the unprefixed
+// aliases set it, so the audience follows the route, not the URL prefix.
+func SetGatewayAudience(c echo.Context) { c.Set(ctxGateway, true) }
+
+// GatewayAudience reports whether the request's route belongs to the client API.
+func GatewayAudience(c echo.Context) bool {
+	v, _ := c.Get(ctxGateway).(bool)
+	return v
+}
 
 // SetSessionID records the signed-in admin session id on the request.
 func SetSessionID(c echo.Context, id string) { c.Set(ctxSessionID, id) }

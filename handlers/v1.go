@@ -8,6 +8,7 @@ import (
 	"math"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -150,6 +151,7 @@ var (
 	messagesSpec   = inferenceSpec{"/v1/messages", gateway.InboundMessages, gateway.ParseMessages}
 	responsesSpec  = inferenceSpec{"/v1/responses", gateway.InboundResponses, gateway.ParseResponses}
 	embeddingsSpec = inferenceSpec{"/v1/embeddings", gateway.InboundEmbeddings, gateway.ParseEmbeddings}
+	countSpec      = inferenceSpec{"/v1/messages/count_tokens", gateway.InboundMessages, gateway.ParseCountTokens}
 )
 
 // ChatCompletions serves POST /v1/chat/completions (and /chat/completions).
@@ -246,6 +248,7 @@ func (h *V1) inference(c echo.Context, spec inferenceSpec, received time.Time, k
 		Inbound: spec.inbound, ToolCount: gateway.CountTools(top)}
 	if spec.inbound == gateway.InboundMessages {
 		req.AnthropicBeta = c.Request().Header.Get("anthropic-beta")
+		req.MidSystem = gateway.HasSystemEntries(top["messages"])
 	}
 	if spec.inbound == gateway.InboundResponses {
 		var bg bool
@@ -357,7 +360,11 @@ func (h *V1) Model(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	id := c.Param("*")
+	// {id} is path-decoded: the SDKs send provider%2Fmodel (10-gateway-api §5.5).
+	id, err := url.PathUnescape(c.Param("*"))
+	if err != nil {
+		id = c.Param("*")
+	}
 	for _, e := range gateway.ListModels(h.Gateway.Registry().Snapshot(), k) {
 		if e.ID == id {
 			if c.Request().Header.Get("anthropic-version") != "" {
@@ -388,12 +395,84 @@ func (h *V1) writeModels(c echo.Context, entries []gateway.ModelEntry) error {
 	return c.JSON(200, map[string]any{"object": "list", "data": data})
 }
 
-// NotFound answers unknown /v1 paths, hinting at a doubled prefix.
+// v1Methods are the known /v1 paths and the method each serves, for the
+// 405 of 10-gateway-api §1.
+var v1Methods = map[string]string{
+	"/v1/chat/completions": http.MethodPost, "/v1/messages": http.MethodPost, "/v1/messages/count_tokens": http.MethodPost,
+	"/v1/responses": http.MethodPost, "/v1/embeddings": http.MethodPost, "/v1/session-leases": http.MethodPost,
+	"/v1/models": http.MethodGet,
+}
+
+// NotFound answers unknown /v1 paths, hinting at a doubled prefix, and a
+// known path with another method with 405 and Allow.
 func (h *V1) NotFound(c echo.Context) error {
+	c.Response().Header().Set("X-Switchyard-Request-Id", RequestID(c))
 	p := c.Request().URL.Path
+	allow, known := v1Methods[p]
+	if !known && strings.HasPrefix(p, "/v1/models/") {
+		allow, known = http.MethodGet, true
+	}
+	if known {
+		c.Response().Header().Set("Allow", allow)
+		return gwErr(services.CodeMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s; use %s.", c.Request().Method, p, allow))
+	}
 	msg := fmt.Sprintf("Unknown endpoint %s.", p)
 	if rest, ok := strings.CutPrefix(p, "/v1/v1/"); ok {
 		msg += " Did you mean /v1/" + rest + "?"
 	}
 	return gwErr(services.CodeEndpointNotFound, msg)
+}
+
+// CountTokens serves POST /v1/messages/count_tokens (10-gateway-api §5.2):
+// auth, key policy and model resolution as /v1/messages, then the first
+// eligible target counts (gateway.CountTokens). It is metadata: the key's
+// rate and concurrency limits, slots and queues do not apply, and no
+// resilience state is touched. It is logged like any /v1 POST.
+func (h *V1) CountTokens(c echo.Context) error {
+	received := h.Clock.Now()
+	rid := RequestID(c)
+	c.Response().Header().Set("X-Switchyard-Request-Id", rid)
+	c.Response().Header().Set("request-id", rid)
+	var key services.APIKey
+	model := ""
+	fail := func(gerr *services.GatewayError) error {
+		c.Response().Header().Set("X-Switchyard-Error-Code", gerr.Code)
+		h.Gateway.LogRejected(rid, clientRequestID(c.Request()), key, countSpec.endpoint, model, false, received, gerr)
+		return gerr
+	}
+	k, err := h.authenticate(c)
+	if err != nil {
+		var gerr *services.GatewayError
+		if errors.As(err, &gerr) {
+			return fail(gerr)
+		}
+		return err
+	}
+	key = k
+	body, err := h.readBody(c)
+	if err != nil {
+		var gerr *services.GatewayError
+		if errors.As(err, &gerr) {
+			return fail(gerr)
+		}
+		return err
+	}
+	top, m, _, gerr := countSpec.parse(body, h.Limits())
+	if gerr != nil {
+		return fail(gerr)
+	}
+	model = m
+	route, gerr := gateway.Resolve(h.Gateway.Registry().Snapshot(), k, m)
+	if gerr != nil {
+		return fail(gerr)
+	}
+	req := &gateway.Request{ID: rid, ClientRequestID: clientRequestID(c.Request()), Key: k, Endpoint: countSpec.endpoint,
+		Body: top, Model: m, Route: route, Received: received, Header: c.Request().Header, Inbound: gateway.InboundMessages,
+		AnthropicBeta: c.Request().Header.Get("anthropic-beta")}
+	res := h.Gateway.CountTokens(c.Request().Context(), req)
+	if res.Estimated {
+		c.Response().Header().Set("X-Switchyard-Warning", gateway.WarnTokenCountEstimated)
+	}
+	h.Gateway.LogCount(req, res)
+	return c.JSON(http.StatusOK, map[string]int{"input_tokens": res.InputTokens})
 }

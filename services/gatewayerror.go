@@ -111,6 +111,15 @@ func GatewayErrorFromStatus(status int, msg string) *GatewayError {
 	return &GatewayError{Status: status, Code: GatewayCodeOfStatus(status), Message: msg}
 }
 
+// callerFault lists the statuses a retry cannot fix (10-gateway-api §8.2).
+func callerFault(status int) bool {
+	switch status {
+	case 400, 401, 403, 404, 413, 415, 422:
+		return true
+	}
+	return false
+}
+
 // WriteGatewayError writes e in the shape of the endpoint at path.
 func WriteGatewayError(w http.ResponseWriter, path string, e *GatewayError, requestID string) {
 	h := w.Header()
@@ -121,6 +130,14 @@ func WriteGatewayError(w http.ResponseWriter, path string, e *GatewayError, requ
 		h.Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	} else if status == 429 || status == 503 {
 		h.Set("Retry-After", "1")
+	}
+	if callerFault(e.Status) {
+		// The official SDKs and coding agents honour it and stop retrying a
+		// request that cannot succeed (10-gateway-api §8.2).
+		h.Set("x-should-retry", "false")
+	}
+	if e.Code != "" && h.Get("X-Switchyard-Error-Code") == "" {
+		h.Set("X-Switchyard-Error-Code", e.Code)
 	}
 	var body any
 	if strings.HasPrefix(path, "/v1/messages") || strings.HasPrefix(path, "/messages") {

@@ -441,11 +441,14 @@ type ConnectionFieldsVM struct {
 	BaseURL         string
 	BaseURLDefault  string
 	BaseURLEditable bool
-	DefaultModel    string
-	Models          []string
-	KeyResubmit     bool // a secret was typed before the form came back
-	Errors          FieldErrors
-	Focus           string
+	// Anthropic marks an anthropic-format provider, whose base URL may be
+	// the host root or end in /v1 (10-gateway-api §6.1).
+	Anthropic    bool
+	DefaultModel string
+	Models       []string
+	KeyResubmit  bool // a secret was typed before the form came back
+	Errors       FieldErrors
+	Focus        string
 }
 
 // Form field order, for the autofocus of the first invalid field.
@@ -465,12 +468,14 @@ func NewConnectionFieldsVM(providers []services.Provider, provider string) Conne
 	switch provider {
 	case CustomOpenAI, CustomAnthropic:
 		f.Known, f.Custom, f.BaseURLEditable, f.AuthClass = true, true, true, string(services.AuthAPIKey)
+		f.Anthropic = provider == CustomAnthropic
 		return f
 	}
 	for _, p := range providers {
 		if p.ID == provider {
 			f.Known = true
 			f.AuthClass = string(p.AuthClass)
+			f.Anthropic = p.Format == services.FormatAnthropic
 			f.BaseURLDefault = p.BaseURL
 			f.BaseURLEditable = p.Custom || p.AuthClass == services.AuthLocal
 			if f.BaseURLEditable {
@@ -598,10 +603,17 @@ func apiKeyLabel(f ConnectionFieldsVM) string {
 }
 
 func baseURLHelp(f ConnectionFieldsVM) string {
+	both := " The host root and a URL ending in /v1 both work: /v1/messages is joined as needed."
 	if f.Custom {
+		if f.Anthropic {
+			return "The compatible server's base URL, e.g. https://api.example.com." + both
+		}
 		return "The compatible server's API root, e.g. ending in /v1."
 	}
 	if f.BaseURLDefault != "" {
+		if f.Anthropic {
+			return "Leave blank to use " + f.BaseURLDefault + "." + both
+		}
 		return "Leave blank to use " + f.BaseURLDefault + "."
 	}
 	return ""

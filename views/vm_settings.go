@@ -110,7 +110,7 @@ var SettingsCardDefs = []SettingsCardDef{
 			"connectionConcurrency.slotWaitMs", "connectionConcurrency.queueDepth"}}}},
 	{Section: SectionSessionAffinity, Key: "sessionAffinity", Title: "Session affinity",
 		Intro:  "Keeps the requests of one client session on the connection that served it last, so provider prompt caches stay warm.",
-		Notes:  []string{"Sessions are recognised by the X-Session-Id, x-codex-session-id and X-Switchyard-Session request headers."},
+		Notes:  []string{"Sessions are recognised by the X-Switchyard-Session, x-codex-session-id, session-id (Codex), X-Session-Id and x-claude-code-session-id request headers."},
 		Groups: []SettingsGroupDef{{Paths: []string{"sessionAffinity.ttlMs"}}}},
 	{Section: SectionStreamRecovery, Key: "streamRecovery", Title: "Stream recovery and throughput watchdog",
 		Intro: "Reopens a stream that fails before its first byte reached the client, and aborts upstream streams that keep sending events but too little useful text.",

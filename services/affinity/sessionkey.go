@@ -23,8 +23,11 @@ const (
 )
 
 // SessionHeaders are the client headers that carry a session id, in
-// precedence order. They are never forwarded upstream.
-var SessionHeaders = []string{"X-Switchyard-Session", "X-Codex-Session-Id", "X-Session-Id"}
+// precedence order (10-gateway-api §8.1): Switchyard's own, then what Codex
+// sent before (x-codex-session-id) and sends now (session-id), the common
+// X-Session-Id, and Claude Code's x-claude-code-session-id. They are never
+// forwarded upstream.
+var SessionHeaders = []string{"X-Switchyard-Session", "X-Codex-Session-Id", "Session-Id", "X-Session-Id", "X-Claude-Code-Session-Id"}
 
 // maxPlainKey is the longest value kept readable; longer or odd values are hashed.
 const maxPlainKey = 180

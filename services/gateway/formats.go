@@ -30,16 +30,21 @@ type pipeline struct {
 	path string
 	body func(req *Request, model string) ([]byte, []translate.Warning, error)
 	// convert turns a 2xx upstream body into the client's format; it returns
-	// errEmpty for a body without content.
-	convert func(req *Request, upstream []byte) ([]byte, translate.Usage, error)
-	stream  func(req *Request) streamAdapter
+	// errEmpty for a body without content. model is what synthesised bodies
+	// and chunks say in "model" (10-gateway-api §6.5): the upstream model id
+	// that served, or the client's name under routing.echoRequestedModel.
+	convert func(req *Request, model string, upstream []byte) ([]byte, translate.Usage, error)
+	stream  func(req *Request, model string) streamAdapter
 }
 
 var errEmpty = errors.New("empty response")
 
 // pipelineFor picks the pipeline; ok=false when the pair cannot be served
 // (embeddings on an anthropic-format upstream).
-func pipelineFor(inbound string, upstream services.WireFormat, defaultMaxTokens int) (pipeline, bool) {
+//
+// native says the upstream is Anthropic's own API, which honours the
+// client's anthropic-beta (mid-conversation system messages pass through).
+func pipelineFor(inbound string, upstream services.WireFormat, native bool, defaultMaxTokens int) (pipeline, bool) {
 	switch {
 	case inbound == InboundEmbeddings:
 		if upstream != services.FormatOpenAI {
@@ -47,23 +52,30 @@ func pipelineFor(inbound string, upstream services.WireFormat, defaultMaxTokens 
 		}
 		return pipeline{path: "/embeddings", body: sameFormat, convert: passEmbeddings}, true
 	case inbound == InboundChat && upstream == services.FormatOpenAI:
-		return pipeline{path: "/chat/completions", body: sameFormat, convert: passChat, stream: func(*Request) streamAdapter { return newChatPassthrough() }}, true
+		return pipeline{path: "/chat/completions", body: sameFormat, convert: passChat, stream: func(*Request, string) streamAdapter { return newChatPassthrough() }}, true
 	case inbound == InboundChat && upstream == services.FormatAnthropic:
 		return pipeline{path: "/messages",
 			body: func(req *Request, model string) ([]byte, []translate.Warning, error) {
 				return translate.ChatToAnthropic(req.Body, model, defaultMaxTokens)
 			},
-			convert: func(req *Request, b []byte) ([]byte, translate.Usage, error) {
-				return translate.AnthropicToChatResponse(b, req.Model)
+			convert: func(req *Request, model string, b []byte) ([]byte, translate.Usage, error) {
+				return translate.AnthropicToChatResponse(b, model)
 			},
-			stream: func(req *Request) streamAdapter {
-				s := translate.NewAnthropicToChatStream(req.Model)
+			stream: func(req *Request, model string) streamAdapter {
+				s := translate.NewAnthropicToChatStream(model)
 				s.IncludeUsage = translate.WantsUsageChunk(req.Body)
 				return &translated{s: s, terminal: []byte("data: [DONE]\n\n"), keepalive: chatKeepalive}
 			}}, true
 	case inbound == InboundMessages && upstream == services.FormatAnthropic:
-		return pipeline{path: "/messages", body: sameFormat, convert: passMessages,
-			stream: func(req *Request) streamAdapter { return newMessagesPassthrough() }}, true
+		return pipeline{path: "/messages",
+			body: func(req *Request, model string) ([]byte, []translate.Warning, error) {
+				if req.MidSystem && !(native && hasBeta(req.AnthropicBeta, MidConversationSystemBeta)) {
+					return foldedMessages(req, model)
+				}
+				return sameFormat(req, model)
+			},
+			convert: passMessages,
+			stream:  func(*Request, string) streamAdapter { return newMessagesPassthrough() }}, true
 	case inbound == InboundMessages && upstream == services.FormatOpenAI:
 		return pipeline{path: "/chat/completions",
 			body: func(req *Request, model string) ([]byte, []translate.Warning, error) {
@@ -73,29 +85,29 @@ func pipelineFor(inbound string, upstream services.WireFormat, defaultMaxTokens 
 				}
 				return b, w, err
 			},
-			convert: func(req *Request, b []byte) ([]byte, translate.Usage, error) {
-				return translate.ChatToAnthropicResponse(b, req.Model)
+			convert: func(req *Request, model string, b []byte) ([]byte, translate.Usage, error) {
+				return translate.ChatToAnthropicResponse(b, model)
 			},
-			stream: func(req *Request) streamAdapter {
-				return &translated{s: translate.NewChatToAnthropicStream(req.Model), keepalive: pingKeepalive}
+			stream: func(req *Request, model string) streamAdapter {
+				return &translated{s: translate.NewChatToAnthropicStream(model), keepalive: pingKeepalive}
 			}}, true
 	case inbound == InboundResponses:
 		p := pipeline{
-			convert: func(req *Request, b []byte) ([]byte, translate.Usage, error) {
+			convert: func(req *Request, model string, b []byte) ([]byte, translate.Usage, error) {
 				chat := b
 				if upstream == services.FormatAnthropic {
 					var err error
-					if chat, _, err = translate.AnthropicToChatResponse(b, req.Model); err != nil {
+					if chat, _, err = translate.AnthropicToChatResponse(b, model); err != nil {
 						return nil, translate.Usage{}, err
 					}
 				}
-				out, u, _, err := translate.ChatToResponsesResponseWith(chat, translate.ResponseOptions{Model: req.Model, RequestID: req.ID})
+				out, u, _, err := translate.ChatToResponsesResponseWith(chat, translate.ResponseOptions{Model: model, RequestID: req.ID})
 				return out, u, err
 			},
-			stream: func(req *Request) streamAdapter {
-				var s translate.Stream = translate.NewChatToResponsesStream(req.Model, req.ID)
+			stream: func(req *Request, model string) streamAdapter {
+				var s translate.Stream = translate.NewChatToResponsesStream(model, req.ID)
 				if upstream == services.FormatAnthropic {
-					s = translate.Compose(translate.NewAnthropicToChatStream(req.Model), s)
+					s = translate.Compose(translate.NewAnthropicToChatStream(model), s)
 				}
 				return &translated{s: s, keepalive: chatKeepalive}
 			}}
@@ -242,7 +254,7 @@ func withUsageChunk(b []byte) []byte {
 	return out
 }
 
-func passChat(_ *Request, b []byte) ([]byte, translate.Usage, error) {
+func passChat(_ *Request, _ string, b []byte) ([]byte, translate.Usage, error) {
 	choices, rawUsage, rawErr, ok := scanResponse(b)
 	var u *usage
 	switch {
@@ -409,7 +421,7 @@ func scanResponse(b []byte) (choices, rawUsage, rawErr []byte, ok bool) {
 	return choices, rawUsage, rawErr, true
 }
 
-func passMessages(_ *Request, b []byte) ([]byte, translate.Usage, error) {
+func passMessages(_ *Request, _ string, b []byte) ([]byte, translate.Usage, error) {
 	var probe struct {
 		Type    string          `json:"type"`
 		Content json.RawMessage `json:"content"`
@@ -437,7 +449,7 @@ func passMessages(_ *Request, b []byte) ([]byte, translate.Usage, error) {
 	return b, u, nil
 }
 
-func passEmbeddings(_ *Request, b []byte) ([]byte, translate.Usage, error) {
+func passEmbeddings(_ *Request, _ string, b []byte) ([]byte, translate.Usage, error) {
 	var probe struct {
 		Data  json.RawMessage `json:"data"`
 		Usage *usage          `json:"usage"`
@@ -499,4 +511,113 @@ func warningText(pre []string, ws []translate.Warning) string {
 		all = append(all, w.Code)
 	}
 	return strings.Join(all, ", ")
+}
+
+// MidConversationSystemBeta is the anthropic-beta value under which
+// Anthropic's API accepts role "system" entries inside messages (sent by
+// Claude Code for model ids it does not know).
+const MidConversationSystemBeta = "mid-conversation-system-2026-04-07"
+
+// hasBeta reports whether a comma-separated anthropic-beta header names beta.
+func hasBeta(header, beta string) bool {
+	for header != "" {
+		var v string
+		v, header, _ = strings.Cut(header, ",")
+		if strings.TrimSpace(v) == beta {
+			return true
+		}
+	}
+	return false
+}
+
+// nativeAnthropic says the provider is Anthropic's own API (API key or
+// Claude Code OAuth), the one upstream known to honour the client's betas.
+func nativeAnthropic(p services.Provider) bool {
+	return p.ID == "anthropic" || p.ID == "claude-code"
+}
+
+// HasSystemEntries reports whether an Anthropic "messages" array holds a
+// role "system" entry (a mid-conversation system message). It scans
+// without decoding; the handler sets Request.MidSystem from it.
+func HasSystemEntries(messages []byte) bool {
+	arr, ok := arrayAt(messages, 0)
+	for ok && arr.next() {
+		if role, found := memberValue(arr.val, "role"); found {
+			if s, isString := decodeString(role); isString && s == "system" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// foldedMessages is the messages→anthropic body for an upstream that may
+// not know mid-conversation system messages (10-gateway-api §5.2): every
+// role "system" entry is removed from messages and its text appended, in
+// order, to the top-level system as text blocks; warning system_folded.
+func foldedMessages(req *Request, model string) ([]byte, []translate.Warning, error) {
+	var msgs []json.RawMessage
+	if err := json.Unmarshal(req.Body["messages"], &msgs); err != nil {
+		return nil, nil, err
+	}
+	var system []json.RawMessage
+	if raw, ok := req.Body["system"]; ok && string(raw) != "null" {
+		blocks, err := textBlocks(raw)
+		if err != nil {
+			return nil, nil, err
+		}
+		system = append(system, blocks...)
+	}
+	kept := make([]json.RawMessage, 0, len(msgs))
+	for _, m := range msgs {
+		var probe struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		}
+		if err := json.Unmarshal(m, &probe); err != nil {
+			return nil, nil, err
+		}
+		if probe.Role != "system" {
+			kept = append(kept, m)
+			continue
+		}
+		blocks, err := textBlocks(probe.Content)
+		if err != nil {
+			return nil, nil, err
+		}
+		system = append(system, blocks...)
+	}
+	fields := make(map[string]json.RawMessage, len(req.Body))
+	for k, v := range req.Body {
+		fields[k] = v
+	}
+	var err error
+	if fields["messages"], err = json.Marshal(kept); err != nil {
+		return nil, nil, err
+	}
+	if len(system) > 0 {
+		if fields["system"], err = json.Marshal(system); err != nil {
+			return nil, nil, err
+		}
+	}
+	b, err := encodeBody(fields, model)
+	return b, []translate.Warning{{Code: "system_folded", Message: "Mid-conversation system messages were folded into the top-level system prompt."}}, err
+}
+
+// textBlocks reads Anthropic content (a string or blocks) as text blocks;
+// a string becomes one block, blocks are kept as sent (cache_control too).
+func textBlocks(raw json.RawMessage) ([]json.RawMessage, error) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		if s == "" {
+			return nil, nil
+		}
+		b, err := json.Marshal(map[string]string{"type": "text", "text": s})
+		return []json.RawMessage{b}, err
+	}
+	var blocks []json.RawMessage
+	if err := json.Unmarshal(raw, &blocks); err != nil {
+		return nil, err
+	}
+	return blocks, nil
 }

@@ -30,9 +30,12 @@ type Settings struct {
 	StreamIdleTimeout time.Duration // upstream silence
 	MaxAttempts       int           // routing.maxAttemptsPerRequest
 	DefaultMaxTokens  int           // translation.defaultMaxTokens
-	FallbackStrategy  string        // routing.fallbackStrategy (account level)
-	StickyLimit       int           // routing.stickyRoundRobinLimit
-	ProviderStrategy  map[string]ProviderStrategy
+	// EchoRequestedModel is routing.echoRequestedModel: responses name the
+	// client's model instead of the upstream id (10-gateway-api §6.5).
+	EchoRequestedModel bool
+	FallbackStrategy   string // routing.fallbackStrategy (account level)
+	StickyLimit        int    // routing.stickyRoundRobinLimit
+	ProviderStrategy   map[string]ProviderStrategy
 	// DirectCombo is the effective config of a direct request, the
 	// anonymous combo of 30-routing §3 (defaults ← routing.comboDefaults);
 	// combos overlay their own config on it.
@@ -159,6 +162,9 @@ type Request struct {
 	// AnthropicBeta is the client's anthropic-beta header (forwarded only
 	// from /v1/messages to anthropic-format upstreams).
 	AnthropicBeta string
+	// MidSystem marks a /v1/messages body with role "system" entries inside
+	// messages (HasSystemEntries).
+	MidSystem bool
 }
 
 // target is one (provider, model[, connection]) the request may go to.
@@ -862,7 +868,7 @@ func (g *Gateway) pickUncached(s *Snapshot, t target, req *Request, st *attemptS
 	hard := ""
 	now := g.clock.Now()
 	mk := resilience.KeysForModel(t.provider.ID, t.model)
-	if _, ok := pipelineFor(req.Inbound, t.provider.Format, set.DefaultMaxTokens); !ok {
+	if _, ok := pipelineFor(req.Inbound, t.provider.Format, nativeAnthropic(t.provider), set.DefaultMaxTokens); !ok {
 		if record {
 			st.exclude(t, "", "unavailable", "incompatible", 0) // e.g. embeddings on an anthropic-format upstream
 			g.obs.Excluded("incompatible")
@@ -986,6 +992,16 @@ func eligibleByID(conns []*services.Connection, id string) *services.Connection 
 
 func dispatchedOnce(st *attemptState) bool { return st.attempts > 0 }
 
+// responseModel is the "model" of a synthesised response (10-gateway-api
+// §6.5): the upstream model id that served, or the client's name when
+// routing.echoRequestedModel is on.
+func responseModel(req *Request, t target, set *Settings) string {
+	if set.EchoRequestedModel {
+		return req.Model
+	}
+	return t.model
+}
+
 // requestBody rebuilds the upstream body for a target: the client's fields
 // with model replaced by the upstream model id.
 func requestBody(req *Request, model string) ([]byte, error) {
@@ -994,7 +1010,7 @@ func requestBody(req *Request, model string) ([]byte, error) {
 
 // dispatch sends one upstream request and, on success, writes the response.
 func (g *Gateway) dispatch(ctx context.Context, out *clientWriter, t target, c *services.Connection, req *Request, st *attemptState, set *Settings) result {
-	pl, ok := pipelineFor(req.Inbound, t.provider.Format, set.DefaultMaxTokens)
+	pl, ok := pipelineFor(req.Inbound, t.provider.Format, nativeAnthropic(t.provider), set.DefaultMaxTokens)
 	if !ok {
 		return resBad(resilience.DetailMalformed, "this upstream format cannot serve the request")
 	}
@@ -1046,10 +1062,11 @@ func (g *Gateway) dispatch(ctx context.Context, out *clientWriter, t target, c *
 	}
 	if len(warns) > 0 || len(req.Warnings) > 0 {
 		out.setWarning(warningText(req.Warnings, warns))
+		st.log.addWarnings(req.Warnings, warns)
 	}
 	var res result
 	if req.Stream {
-		res = g.relayStream(actx, cancel, out, t, c, pl.path, body, pl.stream(req), set, st, onHeaders)
+		res = g.relayStream(actx, cancel, out, t, c, pl.path, body, pl.stream(req, responseModel(req, t, set)), set, st, onHeaders)
 	} else {
 		res = g.forwardJSON(actx, cancel, out, t, c, pl, body, set, st, onHeaders)
 	}
@@ -1093,7 +1110,7 @@ func (g *Gateway) forwardJSON(ctx context.Context, cancel context.CancelCauseFun
 	if err != nil {
 		return transportResult(ctx, err)
 	}
-	conv, u, err := pl.convert(out.req, b)
+	conv, u, err := pl.convert(out.req, responseModel(out.req, t, set), b)
 	if err != nil {
 		var ue *translate.UpstreamError
 		if errors.As(err, &ue) {
@@ -1200,6 +1217,9 @@ func (g *Gateway) answerFor(req *Request, st *attemptState) *services.GatewayErr
 		case st.bestToolLimit.Provider != "" && onlyToolLimits(st):
 			l := st.bestToolLimit
 			return services.NewGatewayError(services.CodeToolLimitExceeded, fmt.Sprintf("The request has %d tools; the largest limit known for this request's targets is %d (%s/%s).", req.ToolCount, l.MaxTools, l.Provider, l.Model)).WithParam("tools")
+		case req.Inbound == InboundEmbeddings && onlyIncompatible(st):
+			// Embeddings exist only on openai-format upstreams (10-gateway-api §5.4).
+			return services.NewGatewayError(services.CodeUnsupportedParameter, "Embeddings are served by OpenAI-format upstreams only, and no target of this model is one.").WithParam("model")
 		case direct && st.timers["circuit_open"]:
 			return services.NewGatewayError(services.CodeProviderCircuitOpen, "The provider's circuit breaker is open after repeated failures; retry after "+strconv.Itoa(timerSecs())+" s.").WithRetryAfter(timerSecs())
 		case direct && st.timers["model_lockout"] && len(st.timers) == 1 && !st.noTimer:
@@ -1286,6 +1306,17 @@ func ceilSeconds(d time.Duration) int {
 		s = 3600
 	}
 	return s
+}
+
+// onlyIncompatible reports that every exclusion was a target whose wire
+// format cannot serve the request.
+func onlyIncompatible(st *attemptState) bool {
+	for _, e := range st.diag {
+		if e.Detail != "incompatible" {
+			return false
+		}
+	}
+	return len(st.diag) > 0
 }
 
 // onlyToolLimits reports that every exclusion was a learned tool limit.

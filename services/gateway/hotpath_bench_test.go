@@ -765,7 +765,7 @@ func refParseCommon(body []byte, lim Limits) (map[string]json.RawMessage, string
 	return top, model, stream, nil
 }
 
-func refMessages(raw json.RawMessage, lim Limits, roleOK func(string) bool, roleMsg string) *services.GatewayError {
+func refMessages(raw json.RawMessage, lim Limits, roleOK func(string) bool, roleMsg func(string) string) *services.GatewayError {
 	var msgs []map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &msgs); err != nil || len(msgs) == 0 {
 		return invalid("messages", "messages must be a non-empty array of message objects.")
@@ -776,7 +776,7 @@ func refMessages(raw json.RawMessage, lim Limits, roleOK func(string) bool, role
 	for i, m := range msgs {
 		var role string
 		if m == nil || json.Unmarshal(m["role"], &role) != nil || !roleOK(role) {
-			return invalid(fmt.Sprintf("messages[%d].role", i), roleMsg)
+			return invalid(fmt.Sprintf("messages[%d].role", i), roleMsg(role))
 		}
 	}
 	return nil
@@ -798,7 +798,7 @@ func refParseChat(body []byte, lim Limits) (map[string]json.RawMessage, string, 
 	if err := ValidateModel(model); err != nil {
 		return nil, "", false, err
 	}
-	if err := refMessages(top["messages"], lim, func(r string) bool { return chatRoles[r] }, "role must be one of system, developer, user, assistant, tool."); err != nil {
+	if err := refMessages(top["messages"], lim, func(r string) bool { return chatRoles[r] }, func(string) string { return "role must be one of system, developer, user, assistant, tool." }); err != nil {
 		return nil, "", false, err
 	}
 	stream := false
@@ -833,7 +833,10 @@ func refParseMessages(body []byte, lim Limits) (map[string]json.RawMessage, stri
 	if json.Unmarshal(top["max_tokens"], &maxTokens) != nil || maxTokens <= 0 {
 		return nil, "", false, invalid("max_tokens", "max_tokens is required and must be a positive integer.")
 	}
-	if err := refMessages(top["messages"], lim, func(r string) bool { return r == "user" || r == "assistant" }, "role must be user or assistant."); err != nil {
+	if err := refMessages(top["messages"], lim, func(r string) bool { return r == "user" || r == "assistant" || r == "system" },
+		func(r string) string {
+			return fmt.Sprintf("Unexpected role %q for input message role: expected user, assistant or system.", r)
+		}); err != nil {
 		return nil, "", false, err
 	}
 	return top, model, stream, nil
@@ -858,7 +861,7 @@ func genBody(r *rand.Rand) []byte {
 			ms = append(ms, member(pick("role", "role", "role", "Role", `r\u006fle`, "rôle"),
 				pick(`"user"`, `"assistant"`, `"system"`, `"tool"`, `"developer"`, `"wizard"`, `null`, `1`, `"us\u0065r"`, `""`, `"User"`)))
 			if r.IntN(8) == 0 {
-				ms = append(ms, member("role", pick(`"user"`, `"wizard"`)))
+				ms = append(ms, member("role", pick(`"user"`, `"wizard"`, `"system"`)))
 			}
 		}
 		ms = append(ms, member("content", pick(`"hi"`, `"<b>&amp;</b>"`, `[{"type":"text","text":"x"}]`, `null`, "\"\u2028\"", `"é"`)))
@@ -1028,7 +1031,7 @@ func TestPassChatMatchesDecoder(t *testing.T) {
 		if n%5 == 0 {
 			b = bytes.Replace(b, []byte(`"choices":[]`), []byte(`"choices":[ ]`), 1)
 		}
-		got, gu, gerr := passChat(nil, b)
+		got, gu, gerr := passChat(nil, "", b)
 		want, wu, werr := refPassChat(b)
 		if !bytes.Equal(got, want) || gu != wu || fmt.Sprint(gerr) != fmt.Sprint(werr) {
 			t.Fatalf("%s: %v %v, want %v %v", b, gu, gerr, wu, werr)
@@ -1101,7 +1104,7 @@ func BenchmarkPassChat(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, err := passChat(nil, body); err != nil {
+		if _, _, err := passChat(nil, "", body); err != nil {
 			b.Fatal(err)
 		}
 	}

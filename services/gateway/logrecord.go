@@ -50,6 +50,26 @@ type LogRecord struct {
 	current           int
 }
 
+// addWarnings records the warning tokens a dispatch sent in
+// X-Switchyard-Warning (10-gateway-api §6.8, §11), each once, in order of
+// first occurrence.
+func (r *LogRecord) addWarnings(pre []string, ws []translate.Warning) {
+	add := func(code string) {
+		for _, w := range r.Warnings {
+			if w == code {
+				return
+			}
+		}
+		r.Warnings = append(r.Warnings, code)
+	}
+	for _, w := range pre {
+		add(w)
+	}
+	for _, w := range ws {
+		add(w.Code)
+	}
+}
+
 // AttemptLog is one dispatch of a request.
 type AttemptLog struct {
 	Seq            int
@@ -196,6 +216,28 @@ func (g *Gateway) LogRejected(id, clientRequestID string, key services.APIKey, e
 	if e.HTTPStatus() >= 500 {
 		r.Outcome = "upstream_error"
 	}
+	g.logs.Record(r)
+}
+
+// LogCount records a count_tokens request: status 200, the upstream that
+// counted (none when counted locally) and the estimate warning.
+func (g *Gateway) LogCount(req *Request, res CountResult) {
+	if g.logs == nil {
+		return
+	}
+	r := newLogRecord(req)
+	r.Status, r.Outcome = 200, "success"
+	if req.Route.Combo != nil {
+		r.ComboName, r.Strategy = req.Route.Combo.Name, req.Route.Combo.Strategy
+	}
+	if res.ConnectionID != "" {
+		r.Provider, r.ConnectionID, r.UpstreamFormat = res.Provider, res.ConnectionID, string(services.FormatAnthropic)
+	}
+	if res.Estimated {
+		r.Warnings = []string{WarnTokenCountEstimated}
+	}
+	r.PromptTokens = int64(res.InputTokens)
+	r.LatencyMs = g.clock.Now().Sub(req.Received).Milliseconds()
 	g.logs.Record(r)
 }
 

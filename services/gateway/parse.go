@@ -68,7 +68,7 @@ func ParseChat(body []byte, lim Limits) (map[string]json.RawMessage, string, boo
 		return nil, "", false, err
 	}
 	if err := checkMessages(top["messages"], lim.MaxMessages, func(role string) bool { return chatRoles[role] },
-		"role must be one of system, developer, user, assistant, tool."); err != nil {
+		func(string) string { return "role must be one of system, developer, user, assistant, tool." }); err != nil {
 		return nil, "", false, err
 	}
 	stream := false
@@ -96,7 +96,7 @@ func ParseChat(body []byte, lim Limits) (map[string]json.RawMessage, string, boo
 // []map[string]json.RawMessage followed by the count and per-message role
 // checks would: a non-empty array of objects, at most max of them, each
 // with a "role" string that roleOK accepts.
-func checkMessages(raw []byte, max int, roleOK func(string) bool, roleMsg string) *services.GatewayError {
+func checkMessages(raw []byte, max int, roleOK func(string) bool, roleMsg func(role string) string) *services.GatewayError {
 	arr, ok := arrayAt(raw, 0)
 	n := 0
 	for ok && arr.next() {
@@ -114,13 +114,13 @@ func checkMessages(raw []byte, max int, roleOK func(string) bool, roleMsg string
 	arr, _ = arrayAt(raw, 0)
 	for i := 0; arr.next(); i++ {
 		role, ok := memberValue(arr.val, "role")
+		var s string
 		if ok {
-			var s string
 			s, ok = decodeString(role)
 			ok = ok && roleOK(s)
 		}
 		if !ok {
-			return invalid(fmt.Sprintf("messages[%d].role", i), roleMsg)
+			return invalid(fmt.Sprintf("messages[%d].role", i), roleMsg(s))
 		}
 	}
 	return nil
@@ -144,11 +144,33 @@ func ParseMessages(body []byte, lim Limits) (map[string]json.RawMessage, string,
 	if n, err := strconv.ParseInt(string(top["max_tokens"]), 10, 64); err != nil || n <= 0 {
 		return nil, "", false, invalid("max_tokens", "max_tokens is required and must be a positive integer.")
 	}
-	if err := checkMessages(top["messages"], lim.MaxMessages, func(role string) bool { return role == "user" || role == "assistant" },
-		"role must be user or assistant."); err != nil {
+	if err := checkAnthropicMessages(top["messages"], lim.MaxMessages); err != nil {
 		return nil, "", false, err
 	}
 	return top, model, stream, nil
+}
+
+// checkAnthropicMessages accepts the roles of 10-gateway-api §5.2: user,
+// assistant and the mid-conversation system message. Other roles get the
+// real API's wording, which clients' own fallbacks recognise.
+func checkAnthropicMessages(raw []byte, max int) *services.GatewayError {
+	return checkMessages(raw, max, func(role string) bool { return role == "user" || role == "assistant" || role == "system" },
+		func(role string) string {
+			return fmt.Sprintf("Unexpected role %q for input message role: expected user, assistant or system.", role)
+		})
+}
+
+// ParseCountTokens validates a POST /v1/messages/count_tokens body: a
+// Messages request without max_tokens (10-gateway-api §5.2).
+func ParseCountTokens(body []byte, lim Limits) (map[string]json.RawMessage, string, bool, *services.GatewayError) {
+	top, model, _, err := parseCommon(body, lim)
+	if err != nil {
+		return nil, "", false, err
+	}
+	if err := checkAnthropicMessages(top["messages"], lim.MaxMessages); err != nil {
+		return nil, "", false, err
+	}
+	return top, model, false, nil
 }
 
 // ParseResponses validates an OpenAI Responses request (10-gateway-api §5.3).
@@ -180,12 +202,16 @@ func ParseResponses(body []byte, lim Limits) (map[string]json.RawMessage, string
 
 // ParseEmbeddings validates an embeddings request (10-gateway-api §5.4).
 func ParseEmbeddings(body []byte, lim Limits) (map[string]json.RawMessage, string, bool, *services.GatewayError) {
-	top, model, _, err := parseCommon(body, lim)
+	top, model, stream, err := parseCommon(body, lim)
 	if err != nil {
 		return nil, "", false, err
 	}
 	if v, ok := top["input"]; !ok || len(v) == 0 || string(v) == "null" {
 		return nil, "", false, invalid("input", "input is required.")
+	}
+	if stream {
+		return nil, "", false, services.NewGatewayError(services.CodeUnsupportedParameter,
+			"Embeddings do not stream: remove stream or set it to false.").WithParam("stream")
 	}
 	return top, model, false, nil
 }

@@ -437,7 +437,7 @@ const (
 // pick chooses the next connection for a target, or nil when none is left:
 // pickUncached's decision and exclusion record, from the eligibility cache.
 func (g *Gateway) pick(s *Snapshot, t target, req *Request, st *attemptState, set *Settings, record bool) *services.Connection {
-	if _, ok := pipelineFor(req.Inbound, t.provider.Format, set.DefaultMaxTokens); !ok {
+	if _, ok := pipelineFor(req.Inbound, t.provider.Format, nativeAnthropic(t.provider), set.DefaultMaxTokens); !ok {
 		return g.pickUncached(s, t, req, st, set, record)
 	}
 	now := g.clock.Now()

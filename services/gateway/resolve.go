@@ -109,13 +109,23 @@ func notFound(s *Snapshot, key services.APIKey, model string) *services.GatewayE
 			names = append(names, c.Name, "combo/"+c.Name)
 		}
 	}
+	// Bare names too, as rule 4 resolves them: the first usable provider
+	// listing the name claims it, and the key must allow that provider/model.
+	claimed := map[string]bool{}
 	for _, p := range s.Catalogue.All() {
 		if !usableProvider(s, key, p.ID) {
 			continue
 		}
 		for _, m := range p.Models {
-			if key.AllowsModel(p.ID + "/" + m) {
+			allowed := key.AllowsModel(p.ID + "/" + m)
+			if allowed {
 				names = append(names, p.ID+"/"+m)
+			}
+			if !strings.Contains(m, "/") && !claimed[m] {
+				claimed[m] = true
+				if allowed {
+					names = append(names, m)
+				}
 			}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -125,7 +126,7 @@ func (u *Upstream) newRequest(ctx context.Context, p services.Provider, c *servi
 		return nil, fmt.Errorf("connection %s has no base URL", c.ID)
 	}
 	ctx = context.WithValue(ctx, egressKey{}, egressPolicy{local: p.AuthClass == services.AuthLocal})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, upstreamURL(p.Format, base, path), bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
@@ -139,6 +140,23 @@ func (u *Upstream) newRequest(ctx context.Context, p services.Provider, c *servi
 	h.Set("User-Agent", u.userAgent)
 	setAuth(h, p, c)
 	return req, nil
+}
+
+// upstreamURL joins a connection's base URL and an endpoint path. Anthropic
+// base URLs come in two spellings (10-gateway-api §6.1): provider docs give
+// the host root (or a prefix such as …/anthropic) to which the SDKs append
+// /v1/messages, the catalogue gives …/v1. Both work: /v1 is inserted unless
+// the base's path already ends in it, so existing …/v1 rows are unchanged.
+// OpenAI-format bases carry their version segment and are joined as is.
+func upstreamURL(format services.WireFormat, base, path string) string {
+	if format != services.FormatAnthropic {
+		return base + path
+	}
+	b := strings.TrimRight(base, "/")
+	if strings.HasSuffix(b, "/v1") {
+		return b + path
+	}
+	return b + "/v1" + path
 }
 
 // setAuth writes the provider's auth header from the connection's credential.

@@ -394,6 +394,17 @@ func anthropicMessageToChat(m aInMessage, w *warnSet) ([]chatMessage, error) {
 			return nil, nil // nothing left after drops
 		}
 		return []chatMessage{msg}, nil
+	case "system":
+		// A mid-conversation system message (Anthropic beta
+		// mid-conversation-system-2026-04-07) stays at its position.
+		text, err := anthropicTextOnly(m.Content, "messages[].content", w)
+		if err != nil {
+			return nil, err
+		}
+		if text == "" {
+			return nil, nil
+		}
+		return []chatMessage{{Role: "system", Content: text}}, nil
 	}
 	return nil, malformed("messages[].role")
 }
