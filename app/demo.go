@@ -55,6 +55,14 @@ func startDemo(ctx context.Context, s *Server) (*demoEnv, error) {
 			Status: 429, RetryAfter: "30", ErrorMessage: "Rate limit reached for this demo account. Please try again in 30s."}}}},
 		fakeupstream.ScriptEntry{Key: "fk-demo-failing", Model: "*", Script: fakeupstream.Script{Steps: []fakeupstream.Step{{
 			Status: 503, ErrorMessage: "The demo account's upstream is unavailable."}}}},
+		// demo-limited is rate-limited on the healthy account too, so that
+		// demo/demo-limited answers the client 429 with Retry-After
+		// (00-overview.md). The message names the model's capacity, which
+		// the classifier scopes to the model: the healthy account keeps
+		// serving demo-fast and the demo combo's failover.
+		fakeupstream.ScriptEntry{Key: "fk-demo-healthy", Model: fakeupstream.DemoLimited, Script: fakeupstream.Script{Steps: []fakeupstream.Step{{
+			Name: "demo_rate_limited", Status: 429, RetryAfter: "120",
+			ErrorMessage: "demo-limited is over capacity on every demo account (rate limited to 2 requests per minute). Please try again in 2 minutes."}}}},
 	)
 	fu := fakeupstream.New(fakeupstream.WithScript(sf), fakeupstream.WithHitLog(fakeupstream.HitLogRing(1000)))
 	if err := fu.Listen("127.0.0.1:0"); err != nil {

@@ -26,6 +26,7 @@ const (
 	routeMessages
 	routeEmbeddings
 	routeModels
+	routeCountTokens
 )
 
 func routeOf(path string) (route, string) {
@@ -34,6 +35,8 @@ func routeOf(path string) (route, string) {
 		return routeChat, http.MethodPost
 	case "/v1/messages":
 		return routeMessages, http.MethodPost
+	case "/v1/messages/count_tokens":
+		return routeCountTokens, http.MethodPost
 	case "/v1/embeddings":
 		return routeEmbeddings, http.MethodPost
 	case "/v1/models":
@@ -102,7 +105,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	start := s.now()
 	rt, method := routeOf(r.URL.Path)
 	format := FormatOpenAI
-	if rt == routeMessages {
+	if rt == routeMessages || rt == routeCountTokens {
 		format = FormatAnthropic
 	}
 	body, readErr := io.ReadAll(io.LimitReader(r.Body, maxBody))
@@ -112,7 +115,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	if cred == "" {
 		violations = append(violations, "missing_credential")
 	}
-	if rt == routeMessages {
+	if rt == routeMessages || rt == routeCountTokens {
 		if r.Header.Get("X-Api-Key") == "" {
 			violations = append(violations, "anthropic_missing_x_api_key")
 		}
@@ -180,6 +183,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		Model: req.model, Stream: req.stream, TStart: start, Action: action, Body: body,
 		Usage:   usageOf(rt, req),
 		Headers: headerNames, Violations: violations,
+		Tools: req.tools, ToolResult: req.toolResult, HasToolResult: req.hasResult,
 	}}
 	s.recordLocked(rec)
 	s.mu.Unlock()
@@ -449,6 +453,10 @@ func (x *exchange) success(status int) {
 			x.usageSent = true
 		}
 		return
+	case routeCountTokens:
+		x.setHeaders("application/json")
+		x.writeBody(status, mustJSON(map[string]int{"input_tokens": Tokens(x.req.text)}), true)
+		return
 	}
 	events := orInt(st.Events, x.s.events)
 	content := st.Content
@@ -456,6 +464,11 @@ func (x *exchange) success(status int) {
 		content = x.s.content
 	}
 	chunks := SplitContent(content, events)
+	var tool *toolAnswer
+	if st.ToolCall != nil && !x.req.hasResult {
+		tool = x.toolAnswer(*st.ToolCall)
+		chunks = SplitContent(tool.args, min(2, len([]rune(tool.args))))
+	}
 	usage := Usage{InputTokens: Tokens(x.req.text), OutputTokens: len(chunks)}
 	stream := x.req.stream
 	switch st.Stream {
@@ -468,16 +481,27 @@ func (x *exchange) success(status int) {
 	if !stream {
 		x.setHeaders("application/json")
 		var body []byte
+		text := strings.Join(chunks, "")
 		if x.route == routeMessages {
 			stop := cmpStr(st.FinishReason, "end_turn")
+			var block any = anthropicBlock{Type: "text", Text: text}
+			if tool != nil {
+				stop, block = "tool_use", anthropicToolUse{Type: "tool_use", ID: tool.id, Name: tool.name, Input: json.RawMessage(tool.args)}
+			}
 			body = mustJSON(anthropicMessage{ID: "msg_fake_" + strconv.FormatInt(x.seq, 10), Type: "message", Role: "assistant",
-				Model: x.req.model, Content: []anthropicBlock{{Type: "text", Text: strings.Join(chunks, "")}}, StopReason: &stop,
+				Model: x.req.model, Content: []any{block}, StopReason: &stop,
 				Usage: anthropicUsage{InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens}})
 		} else {
+			msg, finish := openAIMessage{Role: "assistant", Content: &text}, cmpStr(st.FinishReason, "stop")
+			if tool != nil {
+				tc := openAIToolCall{ID: tool.id, Type: "function"}
+				tc.Function.Name, tc.Function.Arguments = tool.name, tool.args
+				msg, finish = openAIMessage{Role: "assistant", ToolCalls: []openAIToolCall{tc}}, "tool_calls"
+			}
 			body = mustJSON(openAICompletion{ID: "chatcmpl-fake-" + strconv.FormatInt(x.seq, 10), Object: "chat.completion",
 				Created: created, Model: x.req.model, SystemFingerprint: "fp_fake",
-				Choices: []openAIChoice{{Message: openAIMessage{Role: "assistant", Content: strings.Join(chunks, "")},
-					Logprobs: json.RawMessage("null"), FinishReason: cmpStr(st.FinishReason, "stop")}},
+				Choices: []openAIChoice{{Message: msg,
+					Logprobs: json.RawMessage("null"), FinishReason: finish}},
 				Usage: openAIUsageWithout{PromptTokens: usage.InputTokens, CompletionTokens: usage.OutputTokens,
 					TotalTokens: usage.InputTokens + usage.OutputTokens}})
 		}
@@ -488,7 +512,13 @@ func (x *exchange) success(status int) {
 		return
 	}
 	p := streamParams{model: x.req.model, created: created, chunks: chunks, usage: usage,
-		includeUsage: x.req.includeUsage, finishReason: st.FinishReason, errType: st.ErrorType, eMsg: st.ErrorMessage}
+		includeUsage: x.req.includeUsage, finishReason: st.FinishReason, errType: st.ErrorType, eMsg: st.ErrorMessage, tool: tool}
+	if tool != nil {
+		p.finishReason = "tool_calls"
+		if x.route == routeMessages {
+			p.finishReason = "tool_use"
+		}
+	}
 	var plan streamPlan
 	if x.route == routeMessages {
 		p.id = "msg_fake_" + strconv.FormatInt(x.seq, 10)
@@ -500,6 +530,30 @@ func (x *exchange) success(status int) {
 	x.setHeaders("text/event-stream; charset=utf-8")
 	x.w.Header().Set("Cache-Control", "no-cache")
 	x.stream(status, plan)
+}
+
+// toolAnswer resolves a scripted tool call against the request: the first
+// of Names the request offers, its arguments and an id.
+func (x *exchange) toolAnswer(tc ToolCall) *toolAnswer {
+	name := tc.Name
+	for _, n := range tc.Names {
+		if slices.Contains(x.req.tools, n) {
+			name = n
+			break
+		}
+	}
+	args := cmpStr(tc.Arguments, "{}")
+	if a, ok := tc.ArgumentsFor[name]; ok {
+		args = a
+	}
+	id := tc.ID
+	if id == "" {
+		id = "call_fake_" + strconv.FormatInt(x.seq, 10)
+		if x.route == routeMessages {
+			id = "toolu_fake_" + strconv.FormatInt(x.seq, 10)
+		}
+	}
+	return &toolAnswer{id: id, name: name, args: args}
 }
 
 func cmpStr(v, def string) string {

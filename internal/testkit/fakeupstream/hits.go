@@ -90,6 +90,13 @@ type Hit struct {
 	Headers []string `json:"headers"`
 	// Violations lists protocol problems of the request, e.g. "anthropic_missing_version".
 	Violations []string `json:"violations,omitempty"`
+	// Tools names the tools the request offered. HasToolResult says it
+	// carried a tool result (a chat "tool" message or an Anthropic
+	// tool_result block), ToolResult is the last one's text: what a client
+	// sent back after a scripted ToolCall.
+	Tools         []string `json:"tools,omitempty"`
+	HasToolResult bool     `json:"has_tool_result,omitempty"`
+	ToolResult    string   `json:"tool_result,omitempty"`
 }
 
 // Ended reports whether the handler has returned.

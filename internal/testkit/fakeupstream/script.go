@@ -140,6 +140,13 @@ type Step struct {
 	Events int `json:"events,omitempty"`
 	// FinishReason overrides "stop" (OpenAI) or "end_turn" (Anthropic).
 	FinishReason string `json:"finish_reason,omitempty"`
+	// ToolCall scripts one round of a tool loop: a request that carries no
+	// tool result yet is answered with a request for this tool call (OpenAI
+	// tool_calls with finish_reason "tool_calls", Anthropic tool_use with
+	// stop_reason "tool_use", JSON or SSE); a request that carries one (a
+	// chat "tool" message, an Anthropic tool_result block) gets the normal
+	// text answer. The hit log's ToolResult shows what came back.
+	ToolCall *ToolCall `json:"tool_call,omitempty"`
 
 	// Delay is the wait before the status line. When DelayMax > Delay the wait is drawn uniformly
 	// from [Delay, DelayMax] with the request's seeded generator. Both 0 uses the server latency.
@@ -173,6 +180,22 @@ type Step struct {
 	// StallFor bounds a FaultStall; 0 stalls until the client leaves or the server closes.
 	// JSON: "stall_for".
 	StallFor time.Duration `json:"-"`
+}
+
+// ToolCall is the tool call a Step asks for.
+type ToolCall struct {
+	// Name is the tool's name. When Names is set, the first of Names that
+	// the request offers in its tools wins (agents name their shell tool
+	// differently), and Name is the fallback.
+	Name  string   `json:"name"`
+	Names []string `json:"names,omitempty"`
+	// Arguments is the call's arguments as a JSON object text, default "{}".
+	// ArgumentsFor overrides it per chosen name.
+	Arguments    string            `json:"arguments,omitempty"`
+	ArgumentsFor map[string]string `json:"arguments_for,omitempty"`
+	// ID is the call id; default "call_fake_<seq>" (OpenAI) or
+	// "toolu_fake_<seq>" (Anthropic).
+	ID string `json:"id,omitempty"`
 }
 
 // Script is the behaviour of one (credential, model) pair: steps answered in order, then Then.

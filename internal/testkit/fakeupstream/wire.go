@@ -37,6 +37,9 @@ type request struct {
 	inputs       []string // embeddings inputs, each as text
 	dims         int
 	base64       bool
+	tools        []string // names of the tools offered
+	toolResult   string   // text of the last tool result carried, "" when none
+	hasResult    bool
 }
 
 type wireBody struct {
@@ -53,6 +56,12 @@ type wireBody struct {
 	Input          json.RawMessage `json:"input"`
 	Dimensions     int             `json:"dimensions"`
 	EncodingFormat string          `json:"encoding_format"`
+	Tools          []struct {
+		Name     string `json:"name"`
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	} `json:"tools"`
 }
 
 // parseRequest reads the fields the fake acts on. A body that is not a JSON object is an error.
@@ -70,6 +79,19 @@ func parseRequest(body []byte) (request, error) {
 		all.WriteString(t)
 		if m.Role == "user" {
 			r.lastUser = t
+		}
+		if m.Role == "tool" {
+			r.toolResult, r.hasResult = t, true
+		}
+		if res, ok := toolResultText(m.Content); ok {
+			r.toolResult, r.hasResult = res, true
+		}
+	}
+	for _, t := range b.Tools {
+		if t.Function.Name != "" {
+			r.tools = append(r.tools, t.Function.Name)
+		} else if t.Name != "" {
+			r.tools = append(r.tools, t.Name)
 		}
 	}
 	r.text = all.String()
@@ -108,6 +130,25 @@ func contentText(raw json.RawMessage) string {
 		}
 	}
 	return b.String()
+}
+
+// toolResultText finds Anthropic tool_result blocks in a content array and
+// returns the last one's text.
+func toolResultText(raw json.RawMessage) (string, bool) {
+	var parts []struct {
+		Type    string          `json:"type"`
+		Content json.RawMessage `json:"content"`
+	}
+	if len(raw) == 0 || raw[0] != '[' || json.Unmarshal(raw, &parts) != nil {
+		return "", false
+	}
+	text, found := "", false
+	for _, p := range parts {
+		if p.Type == "tool_result" {
+			text, found = contentText(p.Content), true
+		}
+	}
+	return text, found
 }
 
 // embeddingInputs accepts every shape of OpenAI's "input": a string, strings, a token array or
@@ -243,9 +284,20 @@ type openAIChoice struct {
 }
 
 type openAIMessage struct {
-	Role    string  `json:"role"`
-	Content string  `json:"content"`
-	Refusal *string `json:"refusal"`
+	Role      string           `json:"role"`
+	Content   *string          `json:"content"`
+	Refusal   *string          `json:"refusal"`
+	ToolCalls []openAIToolCall `json:"tool_calls,omitempty"`
+}
+
+type openAIToolCall struct {
+	Index    *int   `json:"index,omitempty"`
+	ID       string `json:"id,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Function struct {
+		Name      string `json:"name,omitempty"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
 }
 
 type openAIChunk struct {
@@ -268,8 +320,9 @@ type openAIChunkChoice struct {
 }
 
 type openAIDelta struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role      string           `json:"role,omitempty"`
+	Content   *string          `json:"content,omitempty"`
+	ToolCalls []openAIToolCall `json:"tool_calls,omitempty"`
 }
 
 type openAIModelList struct {
@@ -315,19 +368,31 @@ type anthropicUsage struct {
 }
 
 type anthropicMessage struct {
-	ID           string           `json:"id"`
-	Type         string           `json:"type"`
-	Role         string           `json:"role"`
-	Model        string           `json:"model"`
-	Content      []anthropicBlock `json:"content"`
-	StopReason   *string          `json:"stop_reason"`
-	StopSequence *string          `json:"stop_sequence"`
-	Usage        anthropicUsage   `json:"usage"`
+	ID           string         `json:"id"`
+	Type         string         `json:"type"`
+	Role         string         `json:"role"`
+	Model        string         `json:"model"`
+	Content      []any          `json:"content"`
+	StopReason   *string        `json:"stop_reason"`
+	StopSequence *string        `json:"stop_sequence"`
+	Usage        anthropicUsage `json:"usage"`
 }
 
 type anthropicBlock struct {
 	Type string `json:"type"`
 	Text string `json:"text"`
+}
+
+type anthropicToolUse struct {
+	Type  string          `json:"type"`
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+}
+
+type anthropicJSONDelta struct {
+	Type        string `json:"type"`
+	PartialJSON string `json:"partial_json"`
 }
 
 type anthropicModelList struct {
@@ -382,7 +447,13 @@ type streamParams struct {
 	includeUsage  bool
 	finishReason  string
 	errType, eMsg string
+	// tool, when set, makes the content events a tool call whose arguments
+	// are the chunks.
+	tool *toolAnswer
 }
+
+// toolAnswer is the tool call a stream or body carries.
+type toolAnswer struct{ id, name, args string }
 
 func openAIStream(p streamParams) streamPlan {
 	var usageNull json.RawMessage
@@ -397,7 +468,16 @@ func openAIStream(p streamParams) streamPlan {
 	empty := ""
 	var plan streamPlan
 	plan.preamble = []sseEvent{chunk(openAIDelta{Role: "assistant", Content: &empty}, nil)}
-	for _, c := range p.chunks {
+	for i, c := range p.chunks {
+		if p.tool != nil {
+			tc := openAIToolCall{Index: new(int)}
+			if i == 0 {
+				tc.ID, tc.Type, tc.Function.Name = p.tool.id, "function", p.tool.name
+			}
+			tc.Function.Arguments = c
+			plan.content = append(plan.content, chunk(openAIDelta{ToolCalls: []openAIToolCall{tc}}, nil))
+			continue
+		}
 		plan.content = append(plan.content, chunk(openAIDelta{Content: &c}, nil))
 	}
 	finish := p.finishReason
@@ -430,17 +510,17 @@ type (
 		Message anthropicMessage `json:"message"`
 	}
 	anthropicBlockStart struct {
-		Type         string         `json:"type"`
-		Index        int            `json:"index"`
-		ContentBlock anthropicBlock `json:"content_block"`
+		Type         string `json:"type"`
+		Index        int    `json:"index"`
+		ContentBlock any    `json:"content_block"`
 	}
 	anthropicTyped struct {
 		Type string `json:"type"`
 	}
 	anthropicBlockDelta struct {
-		Type  string         `json:"type"`
-		Index int            `json:"index"`
-		Delta anthropicBlock `json:"delta"`
+		Type  string `json:"type"`
+		Index int    `json:"index"`
+		Delta any    `json:"delta"`
 	}
 	anthropicBlockStop struct {
 		Type  string `json:"type"`
@@ -463,16 +543,23 @@ func anthropicStream(p streamParams) streamPlan {
 	var plan streamPlan
 	// message_start reports output_tokens 1, as the real API does; the final figure is the
 	// cumulative one in message_delta, and a gateway that adds the two is wrong.
-	start := anthropicMessage{ID: p.id, Type: "message", Role: "assistant", Model: p.model, Content: []anthropicBlock{},
+	start := anthropicMessage{ID: p.id, Type: "message", Role: "assistant", Model: p.model, Content: []any{},
 		Usage: anthropicUsage{InputTokens: p.usage.InputTokens, OutputTokens: 1}}
+	var block any = anthropicBlock{Type: "text"}
+	if p.tool != nil {
+		block = anthropicToolUse{Type: "tool_use", ID: p.tool.id, Name: p.tool.name, Input: json.RawMessage("{}")}
+	}
 	plan.preamble = []sseEvent{
 		ev("message_start", anthropicMessageStart{Type: "message_start", Message: start}),
-		ev("content_block_start", anthropicBlockStart{Type: "content_block_start", ContentBlock: anthropicBlock{Type: "text"}}),
+		ev("content_block_start", anthropicBlockStart{Type: "content_block_start", ContentBlock: block}),
 		ev("ping", anthropicTyped{Type: "ping"}),
 	}
 	for _, c := range p.chunks {
-		plan.content = append(plan.content, ev("content_block_delta", anthropicBlockDelta{Type: "content_block_delta",
-			Delta: anthropicBlock{Type: "text_delta", Text: c}}))
+		var delta any = anthropicBlock{Type: "text_delta", Text: c}
+		if p.tool != nil {
+			delta = anthropicJSONDelta{Type: "input_json_delta", PartialJSON: c}
+		}
+		plan.content = append(plan.content, ev("content_block_delta", anthropicBlockDelta{Type: "content_block_delta", Delta: delta}))
 	}
 	md := anthropicMessageDelta{Type: "message_delta"}
 	md.Delta.StopReason = p.finishReason
