@@ -79,3 +79,40 @@ func TestDemoFromFreshDataDirAndReuse(t *testing.T) {
 		}
 	}
 }
+
+// The demo shows a rate limit (00-overview.md): demo/demo-limited answers
+// the client 429 with Retry-After, while the demo combo still serves
+// through its failover and demo-fast stays healthy; a misspelled bare
+// model name is offered the demo model it resembles.
+func TestDemoShowsRateLimitAndFailover(t *testing.T) {
+	r := testkit.StartApp(t, []string{"--demo"}, map[string]string{"SWITCHYARD_DATA_DIR": t.TempDir()})
+	client, _ := demoKeys(t, r)
+	post := func(model string) (*http.Response, string) {
+		req, _ := http.NewRequest("POST", r.BaseURL+"/v1/chat/completions",
+			strings.NewReader(`{"model":"`+model+`","messages":[{"role":"user","content":"Hello"}]}`))
+		req.Header.Set("Authorization", "Bearer "+client)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(b)
+	}
+	for i := 0; i < 2; i++ {
+		resp, b := post("demo/demo-limited")
+		if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
+			t.Fatalf("demo/demo-limited #%d: %d Retry-After %q %s", i, resp.StatusCode, resp.Header.Get("Retry-After"), b)
+		}
+		for _, m := range []string{"demo", "demo/demo-fast"} {
+			if resp, b := post(m); resp.StatusCode != 200 {
+				t.Fatalf("%s after a 429: %d %s", m, resp.StatusCode, b)
+			}
+		}
+	}
+	resp, b := post("demo-fsat")
+	if resp.StatusCode != 404 || !strings.Contains(b, `"demo-fast"`) {
+		t.Fatalf("demo-fsat: %d %s", resp.StatusCode, b)
+	}
+}

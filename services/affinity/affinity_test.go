@@ -516,3 +516,26 @@ func TestPinsConcurrentFirstRequestsOneRow(t *testing.T) {
 		t.Fatalf("row on %s, memory on %s", rows[0].ConnectionID, got)
 	}
 }
+
+// Codex's session-id and Claude Code's x-claude-code-session-id are session
+// keys, after the headers that precede them (10-gateway-api §8.1).
+func TestSessionKeyAgentHeaders(t *testing.T) {
+	for _, c := range []struct {
+		headers map[string]string
+		want    string
+	}{
+		{map[string]string{"session-id": "codex-1"}, "header:codex-1"},
+		{map[string]string{"x-claude-code-session-id": "cc-1"}, "header:cc-1"},
+		{map[string]string{"x-claude-code-session-id": "cc-1", "X-Session-Id": "s-1"}, "header:s-1"},
+		{map[string]string{"X-Session-Id": "s-1", "session-id": "codex-1"}, "header:codex-1"},
+		{map[string]string{"session-id": "codex-1", "x-codex-session-id": "old"}, "header:old"},
+	} {
+		h := http.Header{}
+		for k, v := range c.headers {
+			h.Set(k, v)
+		}
+		if got, _, ok := affinity.SessionKey(h, nil); !ok || got != c.want {
+			t.Fatalf("%v: %q, want %q", c.headers, got, c.want)
+		}
+	}
+}
