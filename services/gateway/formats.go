@@ -67,15 +67,14 @@ func pipelineFor(inbound string, upstream services.WireFormat, native bool, defa
 				return &translated{s: s, terminal: []byte("data: [DONE]\n\n"), keepalive: chatKeepalive}
 			}}, true
 	case inbound == InboundMessages && upstream == services.FormatAnthropic:
-		return pipeline{path: "/messages",
-			body: func(req *Request, model string) ([]byte, []translate.Warning, error) {
-				if req.MidSystem && !(native && hasBeta(req.AnthropicBeta, MidConversationSystemBeta)) {
-					return foldedMessages(req, model)
-				}
-				return sameFormat(req, model)
-			},
-			convert: passMessages,
-			stream:  func(*Request, string) streamAdapter { return newMessagesPassthrough() }}, true
+		// Static functions, not a closure over native: pick builds this
+		// pipeline per target, and a closure would allocate every time.
+		body := messagesBody
+		if native {
+			body = messagesBodyNative
+		}
+		return pipeline{path: "/messages", body: body, convert: passMessages,
+			stream: func(*Request, string) streamAdapter { return newMessagesPassthrough() }}, true
 	case inbound == InboundMessages && upstream == services.FormatOpenAI:
 		return pipeline{path: "/chat/completions",
 			body: func(req *Request, model string) ([]byte, []translate.Warning, error) {
@@ -549,6 +548,24 @@ func HasSystemEntries(messages []byte) bool {
 		}
 	}
 	return false
+}
+
+// messagesBody is the messages→anthropic body for a compatible node:
+// mid-conversation system entries are folded (10-gateway-api §5.2).
+func messagesBody(req *Request, model string) ([]byte, []translate.Warning, error) {
+	if req.MidSystem {
+		return foldedMessages(req, model)
+	}
+	return sameFormat(req, model)
+}
+
+// messagesBodyNative is messagesBody for Anthropic's own API, which keeps
+// them when the client's anthropic-beta names the beta.
+func messagesBodyNative(req *Request, model string) ([]byte, []translate.Warning, error) {
+	if req.MidSystem && !hasBeta(req.AnthropicBeta, MidConversationSystemBeta) {
+		return foldedMessages(req, model)
+	}
+	return sameFormat(req, model)
 }
 
 // foldedMessages is the messages→anthropic body for an upstream that may
