@@ -7,7 +7,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Env, repo, toolMarker, doneText } from './harness.js';
@@ -37,6 +37,7 @@ function claude(args) {
       DISABLE_TELEMETRY: '1', CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1', DISABLE_AUTOUPDATER: '1',
       DISABLE_ERROR_REPORTING: '1', DISABLE_BUG_COMMAND: '1' },
   });
+  rmSync(home, { recursive: true, force: true });
   assert.equal(r.status, 0, `claude exited ${r.status}: ${r.stdout}\n${r.stderr}`);
   return JSON.parse(r.stdout);
 }
@@ -57,6 +58,7 @@ function codex(args) {
     cwd: home, encoding: 'utf8', timeout: 180000, input: '',
     env: { PATH: process.env.PATH, HOME: home, CODEX_HOME: home, SWITCHYARD_API_KEY: env.key },
   });
+  rmSync(home, { recursive: true, force: true });
   assert.equal(r.status, 0, `codex exited ${r.status}: ${r.stdout}\n${r.stderr}`);
   return r.stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
 }

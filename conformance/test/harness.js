@@ -93,6 +93,8 @@ export class Env {
       name: 'fake openai', apiKey: 'fk-openai', baseUrl: this.fakeURL + '/v1' });
     await this.api('POST', '/api/connections', { provider: 'fakeant', custom: { wireFormat: 'anthropic', authClass: 'apikey' },
       name: 'fake anthropic', apiKey: 'fk-anthropic', baseUrl: this.fakeURL });
+    // A catalogue provider on the fake, so /v1/models lists provider/model ids.
+    await this.api('POST', '/api/connections', { provider: 'openai', name: 'fake as openai', apiKey: 'fk-catalogue', baseUrl: this.fakeURL + '/v1' });
     // A provider of its own for the 429 cases, so their cooldowns touch nothing else.
     await this.api('POST', '/api/connections', { provider: 'fakelim', custom: { wireFormat: 'openai', authClass: 'apikey' },
       name: 'fake limited', apiKey: 'fk-limited', baseUrl: this.fakeURL + '/v1' });

@@ -66,6 +66,12 @@ test('openai: embeddings and models.retrieve of provider/model', async () => {
   assert.ok(ids.includes('sdk-models'), ids.join(','));
   const m = await oa.models.retrieve('sdk-models');
   assert.equal(m.id, 'sdk-models');
+  // The SDKs send provider%2Fmodel; the gateway decodes it.
+  const pm = await oa.models.retrieve('openai/gpt-4o-mini');
+  assert.equal(pm.id, 'openai/gpt-4o-mini');
+  const am = await an.models.retrieve('openai/gpt-4o-mini');
+  assert.equal(am.id, 'openai/gpt-4o-mini');
+  assert.equal(am.type, 'model');
 });
 
 test('openai: typed errors 401, 404, 429 and the retry on Retry-After', async () => {
