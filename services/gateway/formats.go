@@ -541,7 +541,12 @@ func nativeAnthropic(p services.Provider) bool {
 func HasSystemEntries(messages []byte) bool {
 	arr, ok := arrayAt(messages, 0)
 	for ok && arr.next() {
-		if role, found := memberValue(arr.val, "role"); found {
+		role, found := memberValue(arr.val, "role")
+		switch {
+		case !found:
+		case string(role) == `"system"`: // compared in place, no allocation
+			return true
+		case bytes.IndexByte(role, '\\') >= 0: // an escaped spelling: decode it
 			if s, isString := decodeString(role); isString && s == "system" {
 				return true
 			}

@@ -1159,3 +1159,23 @@ func TestValidJSONMatchesStandard(t *testing.T) {
 		check([]byte(strings.Repeat(`{"a":`, depth) + "1" + strings.Repeat("}", depth)))
 	}
 }
+
+// HasSystemEntries runs on every /v1/messages request: it finds the
+// mid-conversation system entry, escaped spellings included, without
+// allocating.
+func TestHasSystemEntries(t *testing.T) {
+	for body, want := range map[string]bool{
+		`[{"role":"user","content":"hi"},{"role":"assistant","content":"x"}]`:        false,
+		`[{"role":"user","content":"hi"},{"role":"system","content":"x"}]`:           true,
+		`[{"content":"hi","role":"\u0073ystem"}]`:                                    true,
+		`[{"role":"user","content":[{"type":"text","text":"\"role\":\"system\""}]}]`: false,
+	} {
+		if got := HasSystemEntries([]byte(body)); got != want {
+			t.Fatalf("%s: %v, want %v", body, got, want)
+		}
+	}
+	plain := []byte(`[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"},{"role":"user","content":"again"}]`)
+	if n := testing.AllocsPerRun(100, func() { HasSystemEntries(plain) }); n != 0 {
+		t.Fatalf("HasSystemEntries allocates %v times per call", n)
+	}
+}
