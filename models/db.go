@@ -95,14 +95,15 @@ const (
 
 // IsUnavailable reports whether err, from any store or a direct query, says
 // the database cannot answer now rather than that the request is wrong: the
-// pool was closed (shutdown), or SQLite stayed busy or locked past
-// busy_timeout. Such failures are transient for the caller. It is already
+// pool was closed (shutdown), SQLite stayed busy or locked past
+// busy_timeout, or PostgreSQL is unreachable, restarting or out of
+// connections. Such failures are transient for the caller. It is already
 // true for a translated services.UnavailableError.
 func IsUnavailable(err error) bool {
 	if err == nil {
 		return false
 	}
-	if errors.Is(err, services.ErrUnavailable) || errors.Is(err, sql.ErrConnDone) {
+	if errors.Is(err, services.ErrUnavailable) || errors.Is(err, sql.ErrConnDone) || pgUnavailable(err) {
 		return true
 	}
 	var coded interface{ Code() int }

@@ -8,6 +8,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"switchyard/migrations"
 	"switchyard/services/leases"
 )
 
@@ -18,6 +19,12 @@ import (
 // partial unique indexes exclusive_leases_owner_active and
 // exclusive_leases_conn_active still reject a second active row, and such a
 // rejection reaches the state machine as leases.ErrDuplicate.
+//
+// On PostgreSQL, where transactions are READ COMMITTED and never lock the
+// database as a whole, every transaction first takes a transaction-scoped
+// advisory lock on the lease table: the BEGIN IMMEDIATE equivalent, so lease
+// operations of every replica run one at a time and the state machine's
+// reads stay true until its writes commit.
 type LeaseStore struct {
 	*leases.TxStore
 	db *gorm.DB
@@ -34,8 +41,14 @@ func NewLeaseStore(db *gorm.DB) *LeaseStore {
 
 func (s *LeaseStore) run(ctx context.Context, fn func(leases.Tx) error) error {
 	var fnErr error
+	pg := Dialect(s.db) == migrations.Postgres
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		fnErr = fn(leaseTx{tx: tx})
+		if pg {
+			if err := tx.Exec(`SELECT pg_advisory_xact_lock(hashtext('exclusive_leases'))`).Error; err != nil {
+				return translate(err, "lock leases")
+			}
+		}
+		fnErr = fn(leaseTx{tx: tx, pg: pg})
 		return fnErr
 	})
 	if err == nil || err == fnErr {
@@ -91,8 +104,12 @@ func (r LeaseRow) domain() leases.Lease {
 	return l
 }
 
-// leaseTx is exclusive_leases inside one transaction.
-type leaseTx struct{ tx *gorm.DB }
+// leaseTx is exclusive_leases inside one transaction; pg says the database
+// is PostgreSQL.
+type leaseTx struct {
+	tx *gorm.DB
+	pg bool
+}
 
 var _ leases.Tx = leaseTx{}
 
@@ -150,8 +167,14 @@ func (t leaseTx) ListActive() ([]leases.Lease, error) {
 
 func (t leaseTx) FindGeneration(ownerHash, keyID string, generation int64) (leases.Lease, bool, error) {
 	var rows []LeaseRow
+	// Insertion order breaks ties: SQLite's implicit rowid, PostgreSQL's
+	// identity column seq.
+	order := "CASE WHEN " + activeLease + " THEN 0 ELSE 1 END, acquired_at DESC, rowid DESC"
+	if t.pg {
+		order = "CASE WHEN " + activeLease + " THEN 0 ELSE 1 END, acquired_at DESC, seq DESC"
+	}
 	err := t.tx.Where("owner_hash = ? AND api_key_id = ? AND generation = ?", ownerHash, keyID, generation).
-		Order("CASE WHEN " + activeLease + " THEN 0 ELSE 1 END, acquired_at DESC, rowid DESC").
+		Order(order).
 		Limit(1).Find(&rows).Error
 	if err != nil {
 		return leases.Lease{}, false, translate(err, "find lease generation")
@@ -174,10 +197,21 @@ func (t leaseTx) MaxGeneration(ownerHash string) (int64, error) {
 
 // Insert adds a row. SQLite aborts only the failing statement, so after a
 // duplicate the transaction goes on and the state machine tries the next
-// candidate.
+// candidate. PostgreSQL aborts the whole transaction on an error, so there
+// the insert runs inside a savepoint that a duplicate rolls back to.
 func (t leaseTx) Insert(l leases.Lease) error {
 	row := leaseRowOf(l)
+	if t.pg {
+		if err := t.tx.SavePoint("lease_insert").Error; err != nil {
+			return translate(err, "insert lease "+l.ID)
+		}
+	}
 	err := t.tx.Create(&row).Error
+	if err != nil && t.pg {
+		if rerr := t.tx.RollbackTo("lease_insert").Error; rerr != nil {
+			return translate(rerr, "insert lease "+l.ID)
+		}
+	}
 	if errors.Is(err, gorm.ErrDuplicatedKey) {
 		return fmt.Errorf("models: insert lease on %s: %w", l.ConnectionID, leases.ErrDuplicate)
 	}

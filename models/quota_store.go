@@ -22,7 +22,7 @@ func NewQuotaStore(db *gorm.DB) *QuotaStore { return &QuotaStore{db: db} }
 // LoadQuotaWindows returns every row, by connection and window.
 func (s *QuotaStore) LoadQuotaWindows(ctx context.Context) ([]quota.Record, error) {
 	var rows []QuotaWindowRow
-	if err := s.db.WithContext(ctx).Order("connection_id, window").Find(&rows).Error; err != nil {
+	if err := s.db.WithContext(ctx).Order(`connection_id, "window"`).Find(&rows).Error; err != nil {
 		return nil, translate(err, "load quota windows")
 	}
 	out := make([]quota.Record, 0, len(rows))
