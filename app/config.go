@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -28,6 +29,13 @@ type Config struct {
 	// PprofAddr is SWITCHYARD_PPROF_ADDR: a loopback host:port where Run
 	// serves net/http/pprof for profiling a running gateway; empty = off.
 	PprofAddr string
+	// DatabaseURL is --database-url / SWITCHYARD_DATABASE_URL: a postgres://
+	// URL switches every store to that shared PostgreSQL database, so several
+	// replicas serve one fleet. Empty = the embedded SQLite file in DataDir.
+	DatabaseURL string
+	// ReplicaID names this process in the health report and logs of a
+	// shared deployment (SWITCHYARD_REPLICA_ID; default host-pid).
+	ReplicaID string
 	// Getenv is the environment the settings documents read their env
 	// overrides from (nil = none).
 	Getenv func(string) string
@@ -51,6 +59,7 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 	fs.StringVar(&cfg.Addr, "addr", envOr(getenv, "SWITCHYARD_ADDR", "127.0.0.1:20128"), "listen address (host:port; port 0 picks a free one)")
 	fs.StringVar(&cfg.DataDir, "data-dir", envOr(getenv, "SWITCHYARD_DATA_DIR", "./data"), "directory for the database and secret key")
 	fs.BoolVar(&cfg.Demo, "demo", false, "start an in-process fake upstream with demo connections, combo and keys")
+	fs.StringVar(&cfg.DatabaseURL, "database-url", getenv("SWITCHYARD_DATABASE_URL"), "postgres:// URL of a shared database (default: embedded SQLite in --data-dir)")
 	fs.StringVar(&cfg.PrivateUpstreams, "allow-private-upstreams", getenv("SWITCHYARD_PRIVATE_UPSTREAMS"), "comma-separated host:port or CIDR entries non-local providers may reach although private")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, fmt.Errorf("flags: %w", err)
@@ -62,6 +71,7 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 	cfg.SecretKey = getenv("SWITCHYARD_SECRET_KEY")
 	cfg.AdminPassword = getenv("SWITCHYARD_ADMIN_PASSWORD")
 	cfg.PprofAddr = getenv("SWITCHYARD_PPROF_ADDR")
+	cfg.ReplicaID = getenv("SWITCHYARD_REPLICA_ID")
 	var problems []error
 	cfg.LogRetentionDays = 7
 	if v := getenv("SWITCHYARD_LOG_RETENTION_DAYS"); v != "" {
@@ -110,10 +120,49 @@ func (c *Config) validate() error {
 			problems = append(problems, errors.New("SWITCHYARD_PPROF_ADDR: use a loopback host:port such as 127.0.0.1:6060 (profiles reveal internals; never expose them)"))
 		}
 	}
+	problems = append(problems, c.validateShared()...)
 	g, err := services.ParseEgressAllowlist(c.PrivateUpstreams)
 	if err != nil {
 		problems = append(problems, fmt.Errorf("--allow-private-upstreams: %w", err))
 	}
 	c.egress = g
 	return errors.Join(problems...)
+}
+
+// Shared reports whether the stores are a shared database (several replicas).
+func (c Config) Shared() bool { return c.DatabaseURL != "" }
+
+// validateShared checks the shared-database configuration. Every message
+// names the variable, so a typo in a deployment manifest is found at once.
+func (c *Config) validateShared() []error {
+	if c.DatabaseURL == "" {
+		return nil
+	}
+	var problems []error
+	u, err := url.Parse(c.DatabaseURL)
+	switch {
+	case err != nil:
+		problems = append(problems, fmt.Errorf("SWITCHYARD_DATABASE_URL (--database-url): not a URL: %v", redactURLError(err)))
+	case u.Scheme != "postgres" && u.Scheme != "postgresql":
+		problems = append(problems, fmt.Errorf("SWITCHYARD_DATABASE_URL (--database-url): unknown scheme %q; use postgres://user:password@host:5432/dbname", u.Scheme))
+	case u.Host == "" && u.Query().Get("host") == "":
+		problems = append(problems, errors.New("SWITCHYARD_DATABASE_URL (--database-url): name the server, e.g. postgres://user:password@db.internal:5432/switchyard"))
+	}
+	if c.SecretKey == "" {
+		problems = append(problems, errors.New("SWITCHYARD_SECRET_KEY: required with SWITCHYARD_DATABASE_URL: every replica must seal and open credentials and sessions with the same key (a per-data-dir secret.key would differ)"))
+	}
+	if c.Demo {
+		problems = append(problems, errors.New("--demo: not with SWITCHYARD_DATABASE_URL: the demo replaces its keys at every start, which would revoke the keys other replicas printed"))
+	}
+	return problems
+}
+
+// redactURLError keeps a URL parse error from echoing the URL, which may
+// carry the database password.
+func redactURLError(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err.Error()
+	}
+	return "malformed"
 }

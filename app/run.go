@@ -128,9 +128,10 @@ func redactAttr(_ []string, a slog.Attr) slog.Attr {
 	return a
 }
 
-// openStore opens the database in the data dir and loads the secret key,
-// failing closed when it does not match the data.
-func openStore(ctx context.Context, cfg Config, clock services.Clock) (*gorm.DB, *services.Keyring, error) {
+// openStore opens the database (the data dir's SQLite file or the shared
+// PostgreSQL database) and loads the secret key, failing closed when it does
+// not match the data.
+func openStore(ctx context.Context, cfg Config, clock services.Clock, log *slog.Logger) (*gorm.DB, *services.Keyring, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}
@@ -142,19 +143,23 @@ func openStore(ctx context.Context, cfg Config, clock services.Clock) (*gorm.DB,
 	if err != nil {
 		return nil, nil, err
 	}
-	db, err := models.Open(ctx, filepath.Join(cfg.DataDir, "switchyard.db"), clock.Now)
+	db, err := openDatabase(ctx, cfg, clock, log)
 	if err != nil {
 		return nil, nil, err
 	}
 	settings := models.NewSettingsStore(db)
 	stored, _, err := settings.GetSetting(ctx, services.SettingsKeyCheck)
-	switch {
-	case errors.Is(err, services.ErrNotFound):
+	if errors.Is(err, services.ErrNotFound) {
 		doc := fmt.Sprintf(`{"check":%q,"keyId":%q}`, encodeB64(keys.NewKeyCheck()), keys.KeyID())
-		if _, err := settings.PutSetting(ctx, services.SettingsKeyCheck, []byte(doc), 0); err != nil {
-			models.Close(db)
-			return nil, nil, err
+		_, err = settings.PutSetting(ctx, services.SettingsKeyCheck, []byte(doc), 0)
+		if errors.Is(err, services.ErrConflict) {
+			// Another replica sealed its check first: verify ours against it.
+			stored, _, err = settings.GetSetting(ctx, services.SettingsKeyCheck)
+		} else if err == nil {
+			stored = []byte(doc)
 		}
+	}
+	switch {
 	case err != nil:
 		models.Close(db)
 		return nil, nil, err

@@ -102,7 +102,7 @@ func Build(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	if opts.Seed == 0 {
 		opts.Seed = rand.Uint64()
 	}
-	db, keyring, err := openStore(ctx, cfg, opts.Clock)
+	db, keyring, err := openStore(ctx, cfg, opts.Clock, opts.Logger)
 	if err != nil {
 		return nil, err
 	}
