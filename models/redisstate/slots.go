@@ -1,0 +1,255 @@
+package redisstate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"switchyard/services/traffic"
+)
+
+// Slots are the max_concurrent gates of every connection, shared by the
+// fleet (20-resilience §8): a slot is a grant in a Redis sorted set scored by
+// its expiry, renewed while the request runs; waiters queue in one FIFO per
+// connection across all replicas and are woken by a release published on
+// Redis. While Redis is unavailable every call answers from local, the
+// per-replica gates of today, and counts the fallback.
+type Slots struct {
+	c      *Client
+	prefix string
+	local  *traffic.Slots
+	g      *grants
+	// poll is how often a waiter asks again without a release notice.
+	poll time.Duration
+	// onFallback counts a decision taken locally because Redis was not
+	// available (metric switchyard_shared_state_fallback_total).
+	onFallback func(mechanism string)
+
+	subOnce sync.Once
+	mu      sync.Mutex
+	wake    map[string]chan struct{} // connection → closed on a release notice
+}
+
+// SlotsOptions configure Slots.
+type SlotsOptions struct {
+	// Prefix of every key (default "sy"); tests isolate themselves with it.
+	Prefix string
+	// Replica names this process in grant ids.
+	Replica string
+	// GrantTTL is how long a grant lives without renewal (default 30 s): a
+	// crashed replica's slots return within it.
+	GrantTTL time.Duration
+	// Poll bounds a waiter's wait between two tries (default 100 ms).
+	Poll time.Duration
+	// OnFallback is called with "slots" for each local decision.
+	OnFallback func(mechanism string)
+}
+
+// NewSlots returns the shared gates; local serves while Redis is down.
+func NewSlots(c *Client, local *traffic.Slots, opts SlotsOptions) *Slots {
+	if opts.Prefix == "" {
+		opts.Prefix = "sy"
+	}
+	if opts.GrantTTL <= 0 {
+		opts.GrantTTL = 30 * time.Second
+	}
+	if opts.Poll <= 0 {
+		opts.Poll = 100 * time.Millisecond
+	}
+	if opts.OnFallback == nil {
+		opts.OnFallback = func(string) {}
+	}
+	return &Slots{c: c, prefix: opts.Prefix, local: local, g: newGrants(c, opts.Replica, opts.GrantTTL),
+		poll: opts.Poll, onFallback: opts.OnFallback, wake: make(map[string]chan struct{})}
+}
+
+// Run renews live grants and listens for releases until ctx ends.
+func (s *Slots) Run(ctx context.Context) {
+	go s.listen(ctx)
+	s.g.run(ctx)
+}
+
+func (s *Slots) keys(conn string) (grants, waitq, waitexp, seq, channel string) {
+	base := s.prefix + ":slot:{" + conn + "}"
+	return base, base + ":wq", base + ":we", base + ":seq", s.prefix + ":slotfree:" + conn
+}
+
+// listen turns release notices into wake-ups of this replica's waiters.
+func (s *Slots) listen(ctx context.Context) {
+	for ctx.Err() == nil {
+		sub := s.c.rdb.PSubscribe(ctx, s.prefix+":slotfree:*")
+		ch := sub.Channel(redis.WithChannelHealthCheckInterval(5 * time.Second))
+		for msg := range ch {
+			conn := msg.Channel[len(s.prefix+":slotfree:"):]
+			s.notify(conn)
+		}
+		sub.Close()
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second): // resubscribe after a lost connection
+		}
+	}
+}
+
+func (s *Slots) notify(conn string) {
+	s.mu.Lock()
+	if w, ok := s.wake[conn]; ok {
+		close(w)
+		delete(s.wake, conn)
+	}
+	s.mu.Unlock()
+}
+
+func (s *Slots) waitChan(conn string) chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w, ok := s.wake[conn]
+	if !ok {
+		w = make(chan struct{})
+		s.wake[conn] = w
+	}
+	return w
+}
+
+// AcquireWith takes a slot of connectionID before dispatch, with the
+// semantics of traffic.Slots.AcquireWith, counted fleet-wide.
+func (s *Slots) AcquireWith(ctx context.Context, connectionID string, limit int, cfg traffic.SlotConfig) (func(), bool, error) {
+	if err := ctx.Err(); err != nil {
+		return func() {}, false, err
+	}
+	if limit <= 0 || !cfg.Enabled {
+		return func() {}, false, nil
+	}
+	grants, waitq, waitexp, seq, channel := s.keys(connectionID)
+	id := s.g.newID()
+	wait := time.Duration(cfg.SlotWaitMs) * time.Millisecond
+	waiterTTL := max(wait, s.poll*10)
+	depth := cfg.QueueDepth
+	if wait <= 0 {
+		depth = 0 // never queue: a saturated connection is at once a timeout
+	}
+	keys := []string{grants, waitq, waitexp, seq}
+	res, err := s.c.run(ctx, slotAcquire, keys, id, limit, s.g.ttl.Milliseconds(), "", depth, waiterTTL.Milliseconds())
+	if err != nil {
+		return s.fallback(ctx, connectionID, limit, cfg, err)
+	}
+	switch asInt(res[0]) {
+	case 1:
+		return s.granted(id, grants, waitq, channel), false, nil
+	case -1:
+		cause := "queue_full"
+		if wait <= 0 {
+			cause = "timeout"
+		}
+		return s.refuse(connectionID, limit, cause, int(asInt(res[2])), cfg)
+	}
+	// Queued: try again on every release notice, at least every poll, until
+	// the wait elapses or the client leaves.
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	leave := func() {
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.c.opts.CallTimeout)
+		_, _ = s.c.run(lctx, leaveWait, []string{waitq, waitexp, channel}, id)
+		cancel()
+	}
+	for {
+		wake := s.waitChan(connectionID)
+		poll := time.NewTimer(s.poll)
+		select {
+		case <-ctx.Done():
+			poll.Stop()
+			leave()
+			return func() {}, false, ctx.Err()
+		case <-deadline.C:
+			poll.Stop()
+			leave()
+			return s.refuse(connectionID, limit, "timeout", 0, cfg)
+		case <-wake:
+		case <-poll.C:
+		}
+		poll.Stop()
+		res, err := s.c.run(ctx, slotAcquire, keys, id, limit, s.g.ttl.Milliseconds(), id, depth, waiterTTL.Milliseconds())
+		if err != nil {
+			if ctx.Err() != nil {
+				return func() {}, false, ctx.Err()
+			}
+			return s.fallback(ctx, connectionID, limit, cfg, err)
+		}
+		switch asInt(res[0]) {
+		case 1:
+			return s.granted(id, grants, waitq, channel), false, nil
+		case -2: // lapsed (a long pause): join again at the tail
+			res, err = s.c.run(ctx, slotAcquire, keys, id, limit, s.g.ttl.Milliseconds(), "", depth, waiterTTL.Milliseconds())
+			if err != nil {
+				return s.fallback(ctx, connectionID, limit, cfg, err)
+			}
+			if asInt(res[0]) == 1 {
+				return s.granted(id, grants, waitq, channel), false, nil
+			}
+			if asInt(res[0]) == -1 {
+				return s.refuse(connectionID, limit, "queue_full", int(asInt(res[2])), cfg)
+			}
+		}
+	}
+}
+
+// granted records a held slot and returns its idempotent release.
+func (s *Slots) granted(id, grants, waitq, channel string) func() {
+	s.g.hold(id, grants)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.g.drop(id)
+			ctx, cancel := context.WithTimeout(context.Background(), s.c.opts.CallTimeout)
+			defer cancel()
+			// A failed release lapses with the grant's TTL.
+			_, _ = s.c.run(ctx, slotRelease, []string{grants, waitq, channel}, id)
+		})
+	}
+}
+
+// fallback answers from the local gates while Redis is unavailable.
+func (s *Slots) fallback(ctx context.Context, conn string, limit int, cfg traffic.SlotConfig, cause error) (func(), bool, error) {
+	if !errors.Is(cause, ErrDegraded) {
+		return func() {}, false, cause
+	}
+	s.onFallback("slots")
+	return s.local.AcquireWith(ctx, conn, limit, cfg)
+}
+
+// refuse ends a wait without a slot, as the local gate does: fail-open
+// (counted by the local gate's counters) or CONNECTION_SLOTS_BUSY.
+func (s *Slots) refuse(conn string, limit int, cause string, waiting int, cfg traffic.SlotConfig) (func(), bool, error) {
+	if cfg.FailOpen {
+		s.local.CountFailOpen(conn, limit, cause)
+		return func() {}, true, nil
+	}
+	var why string
+	if cause == "queue_full" {
+		why = fmt.Sprintf("%d requests already wait (connectionConcurrency.queueDepth = %d)", waiting, cfg.QueueDepth)
+	} else {
+		why = fmt.Sprintf("no slot freed within connectionConcurrency.slotWaitMs = %d", cfg.SlotWaitMs)
+	}
+	return func() {}, false, &traffic.LimitError{
+		Code:       traffic.CodeSlotsBusy,
+		Status:     429,
+		RetryAfter: time.Second,
+		Key:        conn,
+		Message: fmt.Sprintf("Every concurrency slot of connection %s is busy across the fleet (maxConcurrent = %d) and %s, "+
+			"with connectionConcurrency.failOpen = false; this is not an upstream rejection", conn, limit, why),
+	}
+}
+
+// InFlight returns the fleet-wide number of live grants of a connection.
+func (s *Slots) InFlight(ctx context.Context, conn string) (int, error) {
+	grants, _, _, _, _ := s.keys(conn)
+	res, err := s.c.run(ctx, liveCount, []string{grants})
+	if err != nil {
+		return 0, err
+	}
+	return int(asInt(res[0])), nil
+}
