@@ -102,40 +102,37 @@ return #KEYS
 `)
 
 // keyAdmit applies a client key's requestsPerMinute (a token bucket: burst
-// rpm, refilled at rpm per minute) and maxConcurrentRequests (grants with
-// expiry) in one step. Nothing is taken when either refuses.
-// KEYS: 1 bucket hash {tokens, ts}, 2 concurrency grants.
+// rpm, refilled at rpm per minute; a changed limit starts a full bucket of
+// the new size) and then its maxConcurrentRequests (grants with expiry), as
+// the in-memory limiter does: a request the concurrency cap refuses has
+// still used its token.
+// KEYS: 1 bucket hash {tokens, ts, rpm}, 2 concurrency grants.
 // ARGV: 1 rpm (0 = none), 2 max concurrent (0 = none), 3 grant id, 4 grant
 // TTL ms.
-// Returns {1} admitted, or {0, retry after ms, "rpm" | "concurrency"}.
+// Returns {1, 0, ""} admitted, or {0, retry after ms, "rpm" | "concurrency"}.
 var keyAdmit = redis.NewScript(nowLua + `
 local rpm, maxc, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[4])
-local tokens
 if rpm > 0 then
-  local h = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
-  tokens = tonumber(h[1])
-  local ts = tonumber(h[2])
-  if tokens == nil or ts == nil then
+  local h = redis.call('HMGET', KEYS[1], 'tokens', 'ts', 'rpm')
+  local tokens, ts, was = tonumber(h[1]), tonumber(h[2]), tonumber(h[3])
+  if tokens == nil or ts == nil or was ~= rpm then
     tokens = rpm
   else
     tokens = math.min(rpm, tokens + math.max(0, now - ts) * rpm / 60000)
   end
-  if tokens > rpm then tokens = rpm end
   if tokens < 1 then
-    redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'ts', now)
+    redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'ts', now, 'rpm', rpm)
     redis.call('PEXPIRE', KEYS[1], 120000)
     return {0, math.ceil((1 - tokens) * 60000 / rpm), 'rpm'}
   end
+  redis.call('HSET', KEYS[1], 'tokens', tostring(tokens - 1), 'ts', now, 'rpm', rpm)
+  redis.call('PEXPIRE', KEYS[1], 120000)
 end
 if maxc > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
   if redis.call('ZCARD', KEYS[2]) >= maxc then return {0, 1000, 'concurrency'} end
   redis.call('ZADD', KEYS[2], now + ttl, ARGV[3])
   redis.call('PEXPIRE', KEYS[2], ttl * 2)
-end
-if rpm > 0 then
-  redis.call('HSET', KEYS[1], 'tokens', tostring(tokens - 1), 'ts', now)
-  redis.call('PEXPIRE', KEYS[1], 120000)
 end
 return {1, 0, ''}
 `)
