@@ -84,4 +84,3 @@ func (k *KeyLimits) Forget(ctx context.Context, keyID string) error {
 		return k.c.rdb.Del(ctx, k.prefix+":krpm:{"+keyID+"}", k.prefix+":kconc:{"+keyID+"}").Err()
 	})
 }
-
