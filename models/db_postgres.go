@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/driver/postgres"
@@ -114,4 +116,17 @@ func pgUnavailable(err error) bool {
 func pgRetryable(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
+}
+
+// PostgresText is what a PostgreSQL TEXT column keeps of s. PostgreSQL
+// refuses a NUL byte and invalid UTF-8 in text (SQLite stores any bytes), so
+// text that comes from clients or upstreams — model names, request ids,
+// error texts — has each NUL and each invalid byte replaced by U+FFFD before
+// it is written, and before it is compared in a query, so one odd byte never
+// costs a whole batch of log rows.
+func PostgresText(s string) string {
+	if utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }

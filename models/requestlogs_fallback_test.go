@@ -20,6 +20,7 @@ import (
 // upgrade; reasons collects what OnSlowPath was told.
 func slowLogStore(t *testing.T) (*models.RequestLogStore, *gorm.DB, *[]error) {
 	t.Helper()
+	testkit.SQLiteOnly(t) // the fallback from SQLite's C-API path
 	db := testkit.OpenDB(t)
 	s := models.NewRequestLogStore(db)
 	models.BreakRequestLogFastPath(s)

@@ -16,6 +16,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"switchyard/migrations"
 	"switchyard/models/sqlitefast"
 	"switchyard/services"
 )
@@ -48,6 +49,8 @@ type RequestLogStore struct {
 	onSlow    func(reason error)
 	// exec is sqlitefast.Exec (tests replace it to force the fallback).
 	exec func(context.Context, *sql.Conn, *sqlitefast.Insert, *sqlitefast.Batch) error
+	// pg: the database is PostgreSQL.
+	pg bool
 }
 
 var (
@@ -65,10 +68,13 @@ var requestLogInsert = &sqlitefast.Insert{Prefix: "INSERT INTO request_logs (" +
 // well under SQLite's 32766 bound parameters).
 const fallbackBatchRows = 64
 
-// NewRequestLogStore builds the repository.
+// NewRequestLogStore builds the repository. On PostgreSQL the batches are
+// multi-row INSERTs through GORM from the start (the C-API path is SQLite's
+// own); that is the PostgreSQL sink, not a fallback, and is not counted as
+// one.
 func NewRequestLogStore(db *gorm.DB) *RequestLogStore {
-	s := &RequestLogStore{db: db, exec: sqlitefast.Exec}
-	s.fast.Store(true)
+	s := &RequestLogStore{db: db, exec: sqlitefast.Exec, pg: Dialect(db) == migrations.Postgres}
+	s.fast.Store(!s.pg)
 	return s
 }
 
@@ -104,7 +110,9 @@ func (s *RequestLogStore) WriteRequestLogs(ctx context.Context, entries []servic
 			s.onSlow(err)
 		}
 	}
-	s.fallbacks.Add(1)
+	if !s.pg {
+		s.fallbacks.Add(1)
+	}
 	return translate(s.writeGORM(ctx, entries), fmt.Sprintf("write %d request logs", len(entries)))
 }
 
@@ -130,6 +138,11 @@ func (s *RequestLogStore) writeFast(ctx context.Context, entries []services.Requ
 // one transaction, ids already stored skipped.
 func (s *RequestLogStore) writeGORM(ctx context.Context, entries []services.RequestLogEntry) error {
 	rows := requestLogRows(entries)
+	if s.pg {
+		for i := range rows {
+			postgresRow(&rows[i])
+		}
+	}
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		return tx.Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(&rows, fallbackBatchRows).Error
 	})
@@ -150,25 +163,25 @@ func (s *RequestLogStore) ListRequestLogs(ctx context.Context, q services.Reques
 		tx = tx.Where("created_at < ?", q.Until.UnixMilli())
 	}
 	if q.Outcome != "" {
-		tx = tx.Where("outcome = ?", q.Outcome)
+		tx = tx.Where("outcome = ?", s.text(q.Outcome))
 	}
 	if q.Model != "" {
-		tx = tx.Where("(requested_model = ? OR combo_name = ?)", q.Model, q.Model)
+		tx = tx.Where("(requested_model = ? OR combo_name = ?)", s.text(q.Model), s.text(q.Model))
 	}
 	if q.Provider != "" {
-		tx = tx.Where("provider = ?", q.Provider)
+		tx = tx.Where("provider = ?", s.text(q.Provider))
 	}
 	if q.ConnectionID != "" {
-		tx = tx.Where("connection_id = ?", q.ConnectionID)
+		tx = tx.Where("connection_id = ?", s.text(q.ConnectionID))
 	}
 	if q.KeyID != "" {
-		tx = tx.Where("api_key_id = ?", q.KeyID)
+		tx = tx.Where("api_key_id = ?", s.text(q.KeyID))
 	}
 	if q.Stream != nil {
 		tx = tx.Where("stream = ?", *q.Stream)
 	}
 	if q.RequestID != "" {
-		tx = tx.Where("(id = ? OR client_request_id = ?)", q.RequestID, q.RequestID)
+		tx = tx.Where("(id = ? OR client_request_id = ?)", s.text(q.RequestID), s.text(q.RequestID))
 	}
 	if q.Cursor != "" {
 		c, err := services.ParseRequestLogCursor(q.Cursor)
@@ -199,7 +212,7 @@ func (s *RequestLogStore) ListRequestLogs(ctx context.Context, q services.Reques
 // FindRequestLog returns one entry with its captured bodies.
 func (s *RequestLogStore) FindRequestLog(ctx context.Context, id string) (services.RequestLogEntry, error) {
 	var row RequestLogRow
-	if err := s.db.WithContext(ctx).First(&row, "id = ?", id).Error; err != nil {
+	if err := s.db.WithContext(ctx).First(&row, "id = ?", s.text(id)).Error; err != nil {
 		return services.RequestLogEntry{}, translate(err, "find request log "+id)
 	}
 	return row.domain(), nil
@@ -207,8 +220,15 @@ func (s *RequestLogStore) FindRequestLog(ctx context.Context, id string) (servic
 
 // PurgeRequestLogs deletes the entries created before before, in chunks so the
 // log writer and other writers are never locked out for long, and returns how many.
+//
+// On PostgreSQL every replica runs the retention job, but only the one that
+// holds the purge's advisory lock deletes (the others return 0): the chunks
+// of two replicas would otherwise fight over the same rows.
 func (s *RequestLogStore) PurgeRequestLogs(ctx context.Context, before time.Time) (int64, error) {
 	cut := before.UnixMilli()
+	if s.pg {
+		return s.purgePostgres(ctx, cut)
+	}
 	var total int64
 	for {
 		res := s.db.WithContext(ctx).Exec(`DELETE FROM request_logs WHERE rowid IN
@@ -221,6 +241,48 @@ func (s *RequestLogStore) PurgeRequestLogs(ctx context.Context, before time.Time
 			return total, nil
 		}
 	}
+}
+
+func (s *RequestLogStore) purgePostgres(ctx context.Context, cut int64) (int64, error) {
+	var total int64
+	for {
+		var n int64
+		err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			var mine bool
+			if err := tx.Raw(`SELECT pg_try_advisory_xact_lock(hashtext('request_log_purge'))`).Scan(&mine).Error; err != nil || !mine {
+				return err
+			}
+			res := tx.Exec(`DELETE FROM request_logs WHERE id IN
+				(SELECT id FROM request_logs WHERE created_at < ? LIMIT ?)`, cut, purgeChunk)
+			n = res.RowsAffected
+			return res.Error
+		})
+		if err != nil {
+			return total, translate(err, "purge request logs")
+		}
+		total += n
+		if n < purgeChunk {
+			return total, nil
+		}
+	}
+}
+
+// postgresRow makes every text column of r storable in PostgreSQL
+// (PostgresText); the JSON columns are already valid UTF-8 without NULs.
+func postgresRow(r *RequestLogRow) {
+	for _, f := range []*string{&r.ID, &r.ClientRequestID, &r.APIKeyID, &r.APIKeyName, &r.APIKeyPrefix, &r.Method,
+		&r.Endpoint, &r.InboundFormat, &r.StreamOutcome, &r.RequestedModel, &r.ResolvedKind, &r.ComboName,
+		&r.ComboPath, &r.Strategy, &r.Provider, &r.Model, &r.ConnectionID, &r.UpstreamFormat, &r.Outcome, &r.ErrorCode} {
+		*f = PostgresText(*f)
+	}
+}
+
+// text is how a query compares a client-given value with stored text.
+func (s *RequestLogStore) text(v string) string {
+	if s.pg {
+		return PostgresText(v)
+	}
+	return v
 }
 
 // domain maps a row back. Unreadable JSON columns come back empty rather than

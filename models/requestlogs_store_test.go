@@ -385,9 +385,17 @@ func TestPurgeRequestLogs(t *testing.T) {
 	// More old rows than one purge chunk (inserted in SQL: the test is about the
 	// purge), plus rows on and after the boundary.
 	const old = 12345
-	err := db.Exec(`WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?)
-		INSERT INTO request_logs (id, created_at, endpoint) SELECT printf('old%05d', i), ? + i * 1000, '/v1/chat/completions' FROM n`,
-		old, logT0.UnixMilli()).Error
+	insert := `WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?)
+		INSERT INTO request_logs (id, created_at, endpoint) SELECT printf('old%05d', i), ? + i * 1000, '/v1/chat/completions' FROM n`
+	if testkit.UsingPostgres() {
+		insert = `INSERT INTO request_logs (id, created_at, endpoint)
+			SELECT 'old' || lpad(i::text, 5, '0'), ?::bigint + i * 1000, '/v1/chat/completions' FROM generate_series(0, ? - 1) AS i`
+	}
+	args := []any{old, logT0.UnixMilli()}
+	if testkit.UsingPostgres() {
+		args = []any{logT0.UnixMilli(), old}
+	}
+	err := db.Exec(insert, args...).Error
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -500,6 +508,7 @@ func TestRequestLogStringsRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("find %q: %v", want.ID, err)
 		}
+		want := storedForm(want)
 		if got.ClientRequestID != want.ClientRequestID || got.Model != want.Model || got.ErrorCode != want.ErrorCode {
 			t.Errorf("%q: got %q %q %q", want.ID, got.ClientRequestID, got.Model, got.ErrorCode)
 		}
@@ -570,6 +579,20 @@ func variedEntries(from, n int) []services.RequestLogEntry {
 	return out
 }
 
+// storedForm is e as the test database keeps it: on PostgreSQL, text
+// without NULs and invalid UTF-8 (models.PostgresText).
+func storedForm(e services.RequestLogEntry) services.RequestLogEntry {
+	if !testkit.UsingPostgres() {
+		return e
+	}
+	for _, f := range []*string{&e.ID, &e.ClientRequestID, &e.APIKeyID, &e.APIKeyName, &e.APIKeyPrefix, &e.Method,
+		&e.Endpoint, &e.InboundFormat, &e.StreamOutcome, &e.RequestedModel, &e.ResolvedKind, &e.ComboName,
+		&e.ComboPath, &e.Strategy, &e.Provider, &e.Model, &e.ConnectionID, &e.UpstreamFormat, &e.Outcome, &e.ErrorCode} {
+		*f = models.PostgresText(*f)
+	}
+	return e
+}
+
 // checkStored fails unless every entry reads back as written.
 func checkStored(t *testing.T, s *models.RequestLogStore, entries []services.RequestLogEntry) {
 	t.Helper()
@@ -581,6 +604,7 @@ func checkStored(t *testing.T, s *models.RequestLogStore, entries []services.Req
 		if want.Method == "" {
 			want.Method = "POST"
 		}
+		want = storedForm(want)
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("%s:\n got %+v\nwant %+v", want.ID, got, want)
 		}
@@ -619,8 +643,15 @@ func TestRequestLogFailedBatchRollsBack(t *testing.T) {
 	s := models.NewRequestLogStore(db)
 	first := variedEntries(0, 100) // 64 + 32 + 4 rows
 	writeLogs(t, s, first...)
-	if err := db.Exec(`CREATE TRIGGER request_logs_boom BEFORE INSERT ON request_logs WHEN NEW.id = 'boom'
-		BEGIN SELECT RAISE(ABORT, 'boom'); END`).Error; err != nil {
+	trigger, drop := `CREATE TRIGGER request_logs_boom BEFORE INSERT ON request_logs WHEN NEW.id = 'boom'
+		BEGIN SELECT RAISE(ABORT, 'boom'); END`, "DROP TRIGGER request_logs_boom"
+	if testkit.UsingPostgres() {
+		trigger = `CREATE FUNCTION request_logs_boom() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN IF NEW.id = 'boom' THEN RAISE EXCEPTION 'boom'; END IF; RETURN NEW; END $$;
+			CREATE TRIGGER request_logs_boom BEFORE INSERT ON request_logs FOR EACH ROW EXECUTE FUNCTION request_logs_boom()`
+		drop = "DROP TRIGGER request_logs_boom ON request_logs"
+	}
+	if err := db.Exec(trigger).Error; err != nil {
 		t.Fatal(err)
 	}
 	second := variedEntries(100, 100)
@@ -631,7 +662,7 @@ func TestRequestLogFailedBatchRollsBack(t *testing.T) {
 	if n := countLogs(t, db); n != 100 {
 		t.Fatalf("%d rows after the failed batch, want the first batch's 100", n)
 	}
-	if err := db.Exec("DROP TRIGGER request_logs_boom").Error; err != nil {
+	if err := db.Exec(drop).Error; err != nil {
 		t.Fatal(err)
 	}
 	writeLogs(t, s, second...)
@@ -648,6 +679,7 @@ func TestRequestLogFailedBatchRollsBack(t *testing.T) {
 // statement would keep. That holds for a pool that replaces its connection
 // between batches too.
 func TestRequestLogStoreClosesCleanly(t *testing.T) {
+	testkit.SQLiteOnly(t) // WAL and the C-API statements of SQLite
 	for _, replace := range []bool{false, true} {
 		t.Run(fmt.Sprintf("replace=%v", replace), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "switchyard.db")

@@ -113,7 +113,7 @@ func Dialects(t *testing.T, now func() time.Time, fn func(t *testing.T, db *gorm
 // embedded store's own mechanics (pragmas, files, its C-API insert path).
 func SQLiteOnly(t testing.TB) {
 	t.Helper()
-	if os.Getenv(DialectEnv) == "postgres" {
+	if UsingPostgres() {
 		t.Skip("about the embedded SQLite store; this run uses PostgreSQL")
 	}
 }
@@ -129,3 +129,7 @@ func OpenSQLiteDB(t testing.TB) *gorm.DB {
 	t.Cleanup(func() { _ = models.Close(db) })
 	return db
 }
+
+// UsingPostgres reports whether the database helpers open PostgreSQL in this
+// run (DialectEnv=postgres).
+func UsingPostgres() bool { return os.Getenv(DialectEnv) == "postgres" }
