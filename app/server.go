@@ -50,7 +50,9 @@ type Server struct {
 	catalog     *services.CatalogueHolder
 	egress      *services.EgressGuard
 	settings    *models.SettingsStore
-	feed        *services.LocalFeed
+	feed        services.ChangeFeed
+	localFeed   *services.LocalFeed
+	shared      *sharedState
 	conns       *services.Connections
 	combos      *services.Combos
 	keys        *services.Keys
@@ -128,7 +130,12 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 	}
 	s.metrics = newMetrics()
 	s.metrics.log = s.log.With("component", "store")
-	s.feed = newFeed(s)
+	s.localFeed = newFeed(s)
+	s.feed = s.localFeed
+	if s.cfg.Shared() {
+		s.shared = newSharedState(s)
+		s.feed = s.shared.feed
+	}
 	s.catalog = services.NewCatalogueHolder(services.NewCatalogue(customs))
 	s.settings = models.NewSettingsStore(s.db)
 	s.conns = services.NewConnections(connStore, s.clock, s.egress, s.catalog, s.feed)
@@ -173,7 +180,10 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 	}
 	s.cookies = newCookieSessions(s.keyring)
 	s.echo = s.routes()
-	// Last: nothing after it can fail, so no failed Build leaks the loop.
+	// Last: nothing after it can fail, so no failed Build leaks the loops.
+	if s.shared != nil {
+		s.shared.start()
+	}
 	s.learned = startLearnedPersister(s.queues, learnedPersistTick, func(err error) { s.metrics.StoreError("learned_rate_limits", err) })
 	return nil
 }
@@ -194,6 +204,9 @@ func (s *Server) listenPort() string {
 
 // Close stops background work and closes the database.
 func (s *Server) Close() error {
+	if s.shared != nil {
+		s.shared.stop()
+	}
 	if s.demo != nil {
 		s.demo.Close()
 	}
