@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"gorm.io/gorm"
@@ -34,30 +35,27 @@ func (s *SettingsStore) GetSetting(ctx context.Context, key string) ([]byte, int
 	return []byte(row.Value), row.Revision, nil
 }
 
-// PutSetting compares the revision and writes in one immediate transaction.
+// PutSetting stores doc when the stored revision is expected (0 = absent).
+// The compare-and-set is the write statement itself — an UPDATE … WHERE
+// revision = expected, or an INSERT that does nothing when the key exists
+// — and the rows it affected decide: none is services.ErrConflict. Two
+// writers that read the same revision therefore never both succeed, on
+// SQLite or on a database that does not serialise writers at BEGIN.
 func (s *SettingsStore) PutSetting(ctx context.Context, key string, doc []byte, expected int64) (int64, error) {
-	var next int64
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var row settingRow
-		err := tx.First(&row, "key = ?", key).Error
-		switch {
-		case err == gorm.ErrRecordNotFound:
-			if expected != 0 {
-				return services.ErrConflict
-			}
-			next = 1
-			return tx.Create(&settingRow{Key: key, Value: string(doc), Revision: next}).Error
-		case err != nil:
-			return err
-		}
-		if row.Revision != expected {
-			return services.ErrConflict
-		}
-		next = row.Revision + 1
-		return tx.Model(&settingRow{}).Where("key = ?", key).Updates(map[string]any{"value": string(doc), "revision": next, "updated_at": tx.NowFunc()}).Error
-	})
-	if err != nil {
-		return 0, translate(err, "put setting "+key)
+	db := s.db.WithContext(ctx)
+	var res *gorm.DB
+	if expected == 0 {
+		res = db.Exec(`INSERT INTO settings (key, value, revision, updated_at) VALUES (?, ?, 1, ?) ON CONFLICT (key) DO NOTHING`,
+			key, string(doc), db.NowFunc())
+	} else {
+		res = db.Exec(`UPDATE settings SET value = ?, revision = revision + 1, updated_at = ? WHERE key = ? AND revision = ?`,
+			string(doc), db.NowFunc(), key, expected)
 	}
-	return next, nil
+	if res.Error != nil {
+		return 0, translate(res.Error, "put setting "+key)
+	}
+	if res.RowsAffected == 0 {
+		return 0, fmt.Errorf("models: put setting %s: revision is not %d: %w", key, expected, services.ErrConflict)
+	}
+	return expected + 1, nil
 }
