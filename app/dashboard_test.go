@@ -769,7 +769,7 @@ func TestDashboardCombosCRUD(t *testing.T) {
 		t.Errorf("HX-Redirect %q", rec.Header().Get("HX-Redirect"))
 	}
 	got, _ := svc.Get(ctx, demo.ID)
-	if got.Description != "fast lane" || got.Targets[0].ID != demo.Targets[0].ID || got.Config["maxRetries"] != float64(2) {
+	if got.Description != "fast lane" || got.Targets[0].ID != demo.Targets[0].ID || got.Config.MaxRetries == nil || *got.Config.MaxRetries != 2 {
 		t.Fatalf("after edit %+v", got)
 	}
 

@@ -16,6 +16,7 @@ import (
 	"switchyard/handlers"
 	"switchyard/models"
 	"switchyard/services"
+	"switchyard/services/settings"
 )
 
 // statusOf maps any error to an HTTP status, using errors.Is/As so wrapping
@@ -28,7 +29,7 @@ func statusOf(err error, api bool) int {
 	var herr *echo.HTTPError
 	var terr *services.ThrottledError
 	var gerr *services.GatewayError
-	var jerr *services.SettingsJSONError
+	var jerr *settings.JSONError
 	switch {
 	case errors.Is(err, services.ErrUnavailable):
 		// First: a store that cannot answer is 503 whatever wrapped it.
@@ -37,9 +38,9 @@ func statusOf(err error, api bool) int {
 		return gerr.HTTPStatus()
 	case errors.As(err, &rerr):
 		return rerr.HTTPStatus()
-	case errors.Is(err, services.ErrPreconditionFailed):
+	case errors.Is(err, settings.ErrPreconditionFailed):
 		return services.StatusOfCode(services.CodePreconditionFailed)
-	case errors.Is(err, services.ErrEmptySettingsPatch):
+	case errors.Is(err, settings.ErrEmptyPatch):
 		return services.StatusOfCode(services.CodeValidationFailed)
 	case errors.As(err, &jerr):
 		return services.StatusOfCode(services.CodeInvalidJSON)
@@ -69,11 +70,11 @@ func statusOf(err error, api bool) int {
 func apiCode(err error, status int) string {
 	var rerr *services.RequestError
 	var verr *services.ValidationError
-	var jerr *services.SettingsJSONError
+	var jerr *settings.JSONError
 	switch {
 	case errors.As(err, &rerr):
 		return rerr.Code
-	case errors.As(err, &verr), errors.Is(err, services.ErrEmptySettingsPatch):
+	case errors.As(err, &verr), errors.Is(err, settings.ErrEmptyPatch):
 		return services.CodeValidationFailed
 	case errors.As(err, &jerr):
 		return services.CodeInvalidJSON
@@ -104,7 +105,7 @@ func publicMessage(err error, status int, requestID string) string {
 	if errors.As(err, &verr) {
 		return verr.Error()
 	}
-	if errors.Is(err, services.ErrPreconditionFailed) {
+	if errors.Is(err, settings.ErrPreconditionFailed) {
 		return msgStaleSettings
 	}
 	msg := err.Error()

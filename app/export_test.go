@@ -7,16 +7,16 @@ import (
 
 	"switchyard/handlers"
 	"switchyard/services"
-	"switchyard/services/resilience"
 )
 
-// MountSettingsRoutes registers the settings routes of a service built
+// MountSettingsRoutes registers the settings routes of documents opened
 // outside Build on a built server, under /api with the API's
 // authentication, replacing the server's own (tests that need their own
 // environment, store or logger for the settings documents).
-func (s *Server) MountSettingsRoutes(svc *resilience.SettingsService) {
+func (s *Server) MountSettingsRoutes(docs SettingsDocs) {
 	auth := apiAuth(s.auth, s.keys, s.cookies, services.ScopeManage)
-	h := &handlers.SettingsAPI{API: &handlers.API{Clock: s.clock, Log: s.log.With("component", "api")}, Settings: svc}
+	h := &handlers.SettingsAPI{API: &handlers.API{Clock: s.clock, Log: s.log.With("component", "api")},
+		Resilience: docs.Resilience.Document(), General: docs.General, Flags: docs.Flags}
 	for _, r := range []struct {
 		method, path string
 		h            echo.HandlerFunc

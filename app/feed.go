@@ -21,7 +21,7 @@ func newFeed(s *Server) *services.LocalFeed {
 // wireFeed subscribes the caches the app assembles. The services subscribe
 // their own: the catalogue follows ChangeCatalogue (services.Connections),
 // the key index ChangeKey (services.Keys), the settings documents
-// ChangeSettings (resilience.SettingsService). Subscription order is
+// ChangeSettings (settings.Document.Follow). Subscription order is
 // delivery order, and those come first, so the snapshot below is rebuilt
 // from a fresh catalogue.
 //

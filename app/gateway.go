@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"math/rand/v2"
-	"sync/atomic"
 	"time"
 
 	"switchyard/models"
@@ -12,6 +11,7 @@ import (
 	"switchyard/services/gateway"
 	"switchyard/services/quota"
 	"switchyard/services/routing"
+	"switchyard/services/settings"
 )
 
 // registrySource feeds the gateway's snapshot from the admin services.
@@ -43,10 +43,11 @@ func (s *Server) wireGateway(ctx context.Context, seed uint64) error {
 	comboRNG := rand.New(rand.NewPCG(seed^0x5bd1e995, seed+1))
 	s.gateway.SetStrategies(routing.NewRegistry(comboRNG, routeState), routeState)
 	s.routeState = routeState
-	s.gwSettings = &gatewaySettings{src: s.settingsSvc.General}
+	general := s.settingDocs.General
+	s.gwSettings = settings.NewDerived(general, gateway.FromGeneral)
 	s.quota = quota.New(quota.Options{Store: models.NewQuotaStore(s.db), Clock: s.clock, Logger: s.log.With("component", "quota"),
 		MaxStale: func() time.Duration {
-			return time.Duration(s.settingsSvc.General().Routing.QuotaMaxStaleMs) * time.Millisecond
+			return time.Duration(general.Current().Doc.Routing.QuotaMaxStaleMs) * time.Millisecond
 		}})
 	if err := s.quota.Load(ctx); err != nil {
 		return err
@@ -56,69 +57,6 @@ func (s *Server) wireGateway(ctx context.Context, seed uint64) error {
 	if err := s.gateway.UseHandoffStore(ctx, models.NewHandoffStore(s.db)); err != nil {
 		return err
 	}
-	s.gateway.UseSettingsSource(func() *gateway.Settings { return &s.gwSettings.get().set })
+	s.gateway.UseSettingsSource(func() *gateway.Settings { return &s.gwSettings.Get().Settings })
 	return nil
-}
-
-// gatewaySettings derives the proxy settings from the general settings
-// document, once per document version, so a PATCH /api/settings applies to
-// the next request without a restart and costs nothing per request.
-type gatewaySettings struct {
-	src  func() *services.GeneralSettings
-	last atomic.Pointer[derivedSettings]
-}
-
-type derivedSettings struct {
-	from *services.GeneralSettings
-	set  gateway.Settings
-	lim  gateway.Limits
-}
-
-func (g *gatewaySettings) get() *derivedSettings {
-	doc := g.src()
-	if d := g.last.Load(); d != nil && d.from == doc {
-		return d
-	}
-	d := &derivedSettings{from: doc, set: gateway.DefaultSettings(), lim: gateway.DefaultLimits()}
-	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
-	d.set.KeepaliveIdle = ms(doc.Stream.KeepaliveIdleMs)
-	d.set.WriteTimeout = ms(doc.Stream.WriteTimeoutMs)
-	d.set.StreamIdleTimeout = ms(doc.Upstream.StreamIdleTimeoutMs)
-	if doc.Routing.MaxAttemptsPerRequest > 0 {
-		d.set.MaxAttempts = doc.Routing.MaxAttemptsPerRequest
-	}
-	if doc.Routing.RequestDeadlineMs > 0 {
-		d.set.RequestDeadline = ms(doc.Routing.RequestDeadlineMs)
-	}
-	d.set.EchoRequestedModel = doc.Routing.EchoRequestedModel
-	d.set.DirectCombo = gateway.ComboDefaults(doc.Routing.ComboDefaults)
-	d.set.ComboDefaults, d.set.TaskFitness = doc.Routing.ComboDefaults, doc.Routing.AutoTaskFitness
-	if doc.Routing.FallbackStrategy != "" {
-		d.set.FallbackStrategy = doc.Routing.FallbackStrategy
-	}
-	if doc.Routing.StickyRoundRobinLimit > 0 {
-		d.set.StickyLimit = doc.Routing.StickyRoundRobinLimit
-	}
-	d.set.ProviderStrategy = map[string]gateway.ProviderStrategy{}
-	for p, ps := range doc.Routing.ProviderStrategies {
-		var v gateway.ProviderStrategy
-		if ps.FallbackStrategy != nil {
-			v.FallbackStrategy = *ps.FallbackStrategy
-		}
-		if ps.StickyRoundRobinLimit != nil {
-			v.StickyLimit = *ps.StickyRoundRobinLimit
-		}
-		d.set.ProviderStrategy[p] = v
-	}
-	if doc.Limits.MaxBodyBytes > 0 {
-		d.lim.MaxBodyBytes = doc.Limits.MaxBodyBytes
-	}
-	if doc.Limits.MaxJSONDepth > 0 {
-		d.lim.MaxJSONDepth = doc.Limits.MaxJSONDepth
-	}
-	if doc.Limits.MaxMessages > 0 {
-		d.lim.MaxMessages = doc.Limits.MaxMessages
-	}
-	g.last.Store(d)
-	return d
 }

@@ -47,7 +47,7 @@ func (s *Server) newHandlers() *handlerSet {
 		quota = s.quota
 	}
 	return &handlerSet{
-		v1: &handlers.V1{Keys: s.keys, Gateway: s.gateway, Clock: s.clock, Limits: func() gateway.Limits { return s.gwSettings.get().lim },
+		v1: &handlers.V1{Keys: s.keys, Gateway: s.gateway, Clock: s.clock, Limits: func() gateway.Limits { return s.gwSettings.Get().Limits },
 			Leases: s.leases, LeaseCandidates: s.leaseCandidates,
 			LeaseBlocked: func(connID, provider, model string) bool {
 				cn, ok := s.gateway.Registry().Snapshot().Connection(connID)
@@ -61,7 +61,8 @@ func (s *Server) newHandlers() *handlerSet {
 		resilienceAPI:  &handlers.ResilienceAPI{API: api, Status: s.status, Engine: s.resilience, Catalogue: s.conns},
 		trafficAPI: &handlers.TrafficAPI{API: api, Status: s.status, Queues: s.queues, Slots: s.slots, Leases: s.leases,
 			Keys: s.keys, Pins: s.pins},
-		settingsAPI: &handlers.SettingsAPI{API: api, Settings: s.settingsSvc},
+		settingsAPI: &handlers.SettingsAPI{API: api, Resilience: s.settingDocs.Resilience.Document(), General: s.settingDocs.General,
+			Flags: s.settingDocs.Flags},
 
 		layout: layout,
 		setup: &handlers.Setup{Layout: layout, Auth: s.auth, Cookies: s.cookies, ListenPort: s.listenPort,
@@ -77,8 +78,8 @@ func (s *Server) newHandlers() *handlerSet {
 		runtime: &handlers.Runtime{Layout: layout, Status: s.status, Engine: s.resilience, Catalogue: s.conns,
 			LeaseAdmin: s.leases, QueueStats: s.queues, SlotStats: s.slots, Keys: s.keys, Clock: s.clock},
 		healthPage: &handlers.Health{Layout: layout, Reports: s, Clock: s.clock},
-		resilience: &handlers.ResilienceSettings{Layout: layout, Settings: s.settingsSvc, Lockouts: s.resilience, Catalogue: s.conns},
-		flags:      &handlers.Flags{Layout: layout, Settings: s.settingsSvc, Combos: s.combos, Conns: s.conns},
+		resilience: &handlers.ResilienceSettings{Layout: layout, Settings: s.settingsSvc.Document(), Lockouts: s.resilience, Catalogue: s.conns},
+		flags:      &handlers.Flags{Layout: layout, Flags: s.settingDocs.Flags, Settings: s.settingsSvc, Combos: s.combos, Conns: s.conns},
 		account:    &handlers.Account{Layout: layout, Auth: s.auth, Cookies: s.cookies, ClientIP: clientIP, Clock: s.clock},
 		logs:       &handlers.Logs{Layout: layout, Logs: s.logStore, Conns: s.conns, Keys: s.keys, Clock: s.clock},
 	}

@@ -12,20 +12,10 @@ import (
 	"switchyard/services/resilience"
 )
 
-// wireResilience builds the settings service and the resilience state
-// machines over their SQLite stores and restores persisted state.
+// wireResilience builds the resilience state machines over their SQLite
+// stores, reading their configs from the resilience settings document, and
+// restores persisted state.
 func (s *Server) wireResilience(ctx context.Context) error {
-	var err error
-	s.settingsSvc, err = resilience.NewSettingsService(ctx, s.settings, resilience.SettingsOptions{
-		Getenv:        s.cfg.Getenv,
-		Logger:        s.log.With("component", "settings"),
-		KnownProvider: func(id string) bool { _, ok := s.catalog.Get().Get(id); return ok },
-		ResolveTarget: s.resolveTarget,
-		Feed:          s.feed,
-	})
-	if err != nil {
-		return err
-	}
 	svc := s.settingsSvc
 	log := s.log.With("component", "resilience")
 	breakers := resilience.NewBreakers(s.clock, svc.BreakerConfig, models.NewBreakerStore(s.db), log)

@@ -26,6 +26,7 @@ import (
 	"switchyard/services/requestlog"
 	"switchyard/services/resilience"
 	"switchyard/services/routing"
+	"switchyard/services/settings"
 	"switchyard/services/traffic"
 )
 
@@ -64,7 +65,8 @@ type Server struct {
 	logWriter   *requestlog.Writer
 	metrics     *metrics
 	settingsSvc *resilience.SettingsService
-	gwSettings  *gatewaySettings
+	settingDocs SettingsDocs
+	gwSettings  *settings.Derived[settings.General, gateway.Configured]
 	slots       *traffic.Slots
 	queues      *traffic.Queues
 	routeState  *routing.MemoryState
@@ -153,6 +155,9 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 		return err
 	}
 	if err := s.auth.BootstrapPassword(ctx, s.cfg.AdminPassword); err != nil {
+		return err
+	}
+	if err := s.wireSettings(ctx); err != nil {
 		return err
 	}
 	if err := s.wireResilience(ctx); err != nil {

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"switchyard/app"
 	"switchyard/internal/testkit"
 	"switchyard/models"
 	"switchyard/services/resilience"
@@ -24,6 +25,7 @@ type settingsApp struct {
 	*testkit.App
 	cookie *http.Cookie
 	svc    *resilience.SettingsService
+	docs   app.SettingsDocs
 	logs   *settingsLogBuffer
 }
 
@@ -48,7 +50,7 @@ func newSettingsApp(t *testing.T, env map[string]string) *settingsApp {
 	t.Helper()
 	a := testkit.NewApp(t)
 	logs := &settingsLogBuffer{}
-	svc, err := resilience.NewSettingsService(context.Background(), models.NewSettingsStore(testkit.OpenDB(t)), resilience.SettingsOptions{
+	docs, err := app.OpenSettings(context.Background(), models.NewSettingsStore(testkit.OpenDB(t)), resilience.SettingsOptions{
 		Getenv: func(k string) string { return env[k] },
 		Logger: slog.New(slog.NewTextHandler(logs, nil)),
 		ResolveTarget: func(_ context.Context, target string) error {
@@ -61,8 +63,8 @@ func newSettingsApp(t *testing.T, env map[string]string) *settingsApp {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.Server.MountSettingsRoutes(svc)
-	return &settingsApp{App: a, cookie: a.Login(), svc: svc, logs: logs}
+	a.Server.MountSettingsRoutes(docs)
+	return &settingsApp{App: a, cookie: a.Login(), svc: docs.Resilience, docs: docs, logs: logs}
 }
 
 func (a *settingsApp) send(method, path, body string, headers ...string) *httptest.ResponseRecorder {
@@ -305,7 +307,7 @@ func TestSettingsAPIGeneralSettings(t *testing.T) {
 	if !reflect.DeepEqual(m["sources"], map[string]any{"routing.providerStrategies": "stored", "stream.keepaliveIdleMs": "stored"}) || m["revision"] != 2.0 {
 		t.Fatalf("explain %v", m)
 	}
-	if a.svc.General().Routing.ProviderStrategies["codex"].StickyRoundRobinLimit == nil {
+	if a.docs.General.Current().Doc.Routing.ProviderStrategies["codex"].StickyRoundRobinLimit == nil {
 		t.Fatal("service not updated")
 	}
 }

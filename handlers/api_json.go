@@ -242,17 +242,17 @@ type comboTargetJSON struct {
 
 // comboJSON is a combo as the API shows it.
 type comboJSON struct {
-	ID          string         `json:"id"`
-	Name        string         `json:"name"`
-	Description string         `json:"description"`
-	Strategy    string         `json:"strategy"`
-	Enabled     bool           `json:"enabled"`
-	Hidden      bool           `json:"hidden"`
-	Order       int            `json:"order"`
-	Targets     []any          `json:"targets"`
-	Config      map[string]any `json:"config"`
-	CreatedAt   string         `json:"createdAt"`
-	UpdatedAt   string         `json:"updatedAt"`
+	ID          string               `json:"id"`
+	Name        string               `json:"name"`
+	Description string               `json:"description"`
+	Strategy    string               `json:"strategy"`
+	Enabled     bool                 `json:"enabled"`
+	Hidden      bool                 `json:"hidden"`
+	Order       int                  `json:"order"`
+	Targets     []any                `json:"targets"`
+	Config      services.ComboConfig `json:"config"`
+	CreatedAt   string               `json:"createdAt"`
+	UpdatedAt   string               `json:"updatedAt"`
 }
 
 // comboWarningsJSON is a created or replaced combo with its non-blocking warnings.
@@ -272,13 +272,9 @@ func presentCombo(c services.Combo) comboJSON {
 		targets[i] = modelTargetJSON{ID: t.ID, Kind: t.Kind, Provider: t.Provider, Model: t.Model,
 			ConnectionID: t.ConnectionID, Weight: t.WeightValue(), Label: t.Label, Enabled: t.IsEnabled(), Prompt: t.Prompt}
 	}
-	cfg := c.Config
-	if cfg == nil {
-		cfg = map[string]any{}
-	}
 	return comboJSON{
 		ID: c.ID, Name: c.Name, Description: c.Description, Strategy: c.Strategy,
-		Enabled: c.Enabled, Hidden: c.Hidden, Order: c.Order, Targets: targets, Config: cfg,
+		Enabled: c.Enabled, Hidden: c.Hidden, Order: c.Order, Targets: targets, Config: c.Config,
 		CreatedAt: apiInstant(c.CreatedAt), UpdatedAt: apiInstant(c.UpdatedAt),
 	}
 }

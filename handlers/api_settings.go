@@ -12,101 +12,93 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"switchyard/services"
 	"switchyard/services/resilience"
+	"switchyard/services/settings"
 )
 
-// SettingsDocuments reads and patches the settings documents and the flags
-// (resilience.SettingsService).
-type SettingsDocuments interface {
-	ResilienceDocument
-	GeneralSnapshot() *services.SettingsSnapshot[services.GeneralSettings]
-	GeneralDefaults() services.GeneralSettings
-	PatchGeneral(ctx context.Context, patch []byte, ifMatch string) (services.GeneralSettings, int64, error)
-	Flags() []resilience.FeatureFlag
-	PatchFlags(ctx context.Context, patch []byte) ([]resilience.FeatureFlag, error)
+// SettingsDocument is one settings document as the API serves it
+// (settings.Document).
+type SettingsDocument[T any] interface {
+	Current() *settings.Snapshot[T]
+	ExplainOf(snap *settings.Snapshot[T]) settings.Explain[T]
+	Patch(ctx context.Context, body []byte, ifMatch string) (*settings.Snapshot[T], error)
+}
+
+// FeatureFlags lists and patches the feature flags (settings.Flags).
+type FeatureFlags interface {
+	List() []settings.FeatureFlag
+	Patch(ctx context.Context, body []byte) ([]settings.FeatureFlag, error)
 }
 
 // SettingsAPI serves the settings documents and the feature flags
-// (40-admin-api §2, §2.5, §9). The settings service's errors reach the
+// (40-admin-api §2, §2.5, §9). The settings engine's errors reach the
 // error handler as they are: a stale If-Match is 412 precondition_failed,
 // an empty patch 400 validation_failed, a body that is not a JSON object
 // 400 invalid_json.
 type SettingsAPI struct {
 	*API
-	Settings SettingsDocuments
+	Resilience SettingsDocument[resilience.Document]
+	General    SettingsDocument[settings.General]
+	Flags      FeatureFlags
 }
 
 // ShowResilience answers GET /api/resilience (?explain=true for sources).
-func (h *SettingsAPI) ShowResilience(c echo.Context) error {
-	explain, err := explainParam(c)
-	if err != nil {
-		return err
-	}
-	snap := h.Settings.ResilienceSnapshot()
-	c.Response().Header().Set("ETag", snap.ETag())
-	if explain {
-		return writeAPIJSON(c, http.StatusOK, resilience.SettingsExplain[resilience.Document]{
-			Settings: snap.Doc, Defaults: h.Settings.ResilienceDefaults(), Sources: snap.Sources(), Revision: snap.Revision})
-	}
-	return writeAPIJSON(c, http.StatusOK, snap.Doc)
-}
+func (h *SettingsAPI) ShowResilience(c echo.Context) error { return showDocument(c, h.Resilience) }
 
 // UpdateResilience answers PATCH /api/resilience with the full effective
 // document and the new ETag.
 func (h *SettingsAPI) UpdateResilience(c echo.Context) error {
-	body, err := readSettingsBody(c)
-	if err != nil {
-		return err
-	}
-	doc, rev, err := h.Settings.PatchResilience(c.Request().Context(), body, c.Request().Header.Get("If-Match"))
-	if err != nil {
-		return err
-	}
-	h.audit(c, "settings.resilience.update", "revision", rev, "sections", patchKeys(body))
-	c.Response().Header().Set("ETag", revisionETag(rev))
-	return writeAPIJSON(c, http.StatusOK, doc)
+	return updateDocument(h, c, h.Resilience, "settings.resilience.update")
 }
 
 // ShowSettings answers GET /api/settings (?explain=true for sources).
-func (h *SettingsAPI) ShowSettings(c echo.Context) error {
-	explain, err := explainParam(c)
-	if err != nil {
-		return err
-	}
-	snap := h.Settings.GeneralSnapshot()
-	c.Response().Header().Set("ETag", snap.ETag())
-	if explain {
-		return writeAPIJSON(c, http.StatusOK, resilience.SettingsExplain[services.GeneralSettings]{
-			Settings: snap.Doc, Defaults: h.Settings.GeneralDefaults(), Sources: snap.Sources(), Revision: snap.Revision})
-	}
-	return writeAPIJSON(c, http.StatusOK, snap.Doc)
-}
+func (h *SettingsAPI) ShowSettings(c echo.Context) error { return showDocument(c, h.General) }
 
 // UpdateSettings answers PATCH /api/settings with the full effective
 // document and the new ETag.
 func (h *SettingsAPI) UpdateSettings(c echo.Context) error {
+	return updateDocument(h, c, h.General, "settings.general.update")
+}
+
+// showDocument answers the GET of a settings document: the effective
+// document, or with ?explain=true its defaults, sources and revision.
+func showDocument[T any](c echo.Context, doc SettingsDocument[T]) error {
+	explain, err := explainParam(c)
+	if err != nil {
+		return err
+	}
+	snap := doc.Current()
+	c.Response().Header().Set("ETag", snap.ETag())
+	if explain {
+		return writeAPIJSON(c, http.StatusOK, doc.ExplainOf(snap))
+	}
+	return writeAPIJSON(c, http.StatusOK, snap.Doc)
+}
+
+// updateDocument answers the PATCH of a settings document with the full
+// effective document and the new ETag.
+func updateDocument[T any](h *SettingsAPI, c echo.Context, doc SettingsDocument[T], action string) error {
 	body, err := readSettingsBody(c)
 	if err != nil {
 		return err
 	}
-	doc, rev, err := h.Settings.PatchGeneral(c.Request().Context(), body, c.Request().Header.Get("If-Match"))
+	snap, err := doc.Patch(c.Request().Context(), body, c.Request().Header.Get("If-Match"))
 	if err != nil {
 		return err
 	}
-	h.audit(c, "settings.general.update", "revision", rev, "sections", patchKeys(body))
-	c.Response().Header().Set("ETag", revisionETag(rev))
-	return writeAPIJSON(c, http.StatusOK, doc)
+	h.audit(c, action, "revision", snap.Revision, "sections", patchKeys(body))
+	c.Response().Header().Set("ETag", snap.ETag())
+	return writeAPIJSON(c, http.StatusOK, snap.Doc)
 }
 
 // featureFlagsJSON is the body of GET and PATCH /api/feature-flags.
 type featureFlagsJSON struct {
-	Flags []resilience.FeatureFlag `json:"flags"`
+	Flags []settings.FeatureFlag `json:"flags"`
 }
 
 // ListFeatureFlags answers GET /api/feature-flags.
 func (h *SettingsAPI) ListFeatureFlags(c echo.Context) error {
-	return writeAPIJSON(c, http.StatusOK, featureFlagsJSON{Flags: h.Settings.Flags()})
+	return writeAPIJSON(c, http.StatusOK, featureFlagsJSON{Flags: h.Flags.List()})
 }
 
 // UpdateFeatureFlags answers PATCH /api/feature-flags with the list.
@@ -115,7 +107,7 @@ func (h *SettingsAPI) UpdateFeatureFlags(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	flags, err := h.Settings.PatchFlags(c.Request().Context(), body)
+	flags, err := h.Flags.Patch(c.Request().Context(), body)
 	if err != nil {
 		return err
 	}
@@ -153,8 +145,6 @@ func explainParam(c echo.Context) (bool, error) {
 	}
 	return b, nil
 }
-
-func revisionETag(rev int64) string { return `"r` + strconv.FormatInt(rev, 10) + `"` }
 
 // patchKeys lists the top-level keys of a PATCH body for the audit line.
 func patchKeys(body []byte) []string {

@@ -11,21 +11,20 @@ import (
 
 	"switchyard/services"
 	"switchyard/services/resilience"
+	"switchyard/services/settings"
 	"switchyard/views"
 )
 
 // Settings → Feature flags (50-dashboard §6.10). Save and Reset call
-// SettingsService.PatchFlags, the same method as PATCH /api/feature-flags;
+// settings.Flags.Patch, the same method as PATCH /api/feature-flags;
 // the emergency fallback model is emergencyFallback.target, saved with
 // PatchResilience like PATCH /api/resilience.
 
 const flagsTitle, flagsHref = "Feature flags", "/settings/flags"
 
-// FlagSettings reads and sets the feature flags and the emergency fallback
-// model (resilience.SettingsService).
+// FlagSettings reads and sets the emergency fallback model, which the
+// fallback's flag row saves with its switch (resilience.SettingsService).
 type FlagSettings interface {
-	Flags() []resilience.FeatureFlag
-	PatchFlags(ctx context.Context, patch []byte) ([]resilience.FeatureFlag, error)
 	Resilience() *resilience.Document
 	PatchResilience(ctx context.Context, patch []byte, ifMatch string) (resilience.Document, int64, error)
 }
@@ -33,13 +32,14 @@ type FlagSettings interface {
 // Flags serves Settings → Feature flags.
 type Flags struct {
 	Layout
+	Flags    FeatureFlags
 	Settings FlagSettings
 	Combos   ComboLister
 	Conns    ConnectionLister
 }
 
 // flagRow builds one row from the service's flag.
-func (h *Flags) flagRow(ctx context.Context, f resilience.FeatureFlag) (views.FlagRowVM, error) {
+func (h *Flags) flagRow(ctx context.Context, f settings.FeatureFlag) (views.FlagRowVM, error) {
 	r := views.NewFlagRowVM(f.Key, f.Field, f.Value, f.Source, f.Env, f.RequiresRestart, f.Description)
 	if r.HasTarget {
 		r.Target = h.Settings.Resilience().EmergencyFallback.Target
@@ -100,14 +100,14 @@ func (h *Flags) fallbackTargets(ctx context.Context) ([]string, error) {
 }
 
 // findFlag is the flag of the :key parameter.
-func (h *Flags) findFlag(c echo.Context) (resilience.FeatureFlag, error) {
+func (h *Flags) findFlag(c echo.Context) (settings.FeatureFlag, error) {
 	key := c.Param("key")
-	for _, f := range h.Settings.Flags() {
+	for _, f := range h.Flags.List() {
 		if f.Key == key {
 			return f, nil
 		}
 	}
-	return resilience.FeatureFlag{}, services.ErrNotFound
+	return settings.FeatureFlag{}, services.ErrNotFound
 }
 
 // flagsPage renders the page, with row replacing its flag when given, and
@@ -115,7 +115,7 @@ func (h *Flags) findFlag(c echo.Context) (resilience.FeatureFlag, error) {
 func (h *Flags) flagsPage(c echo.Context, status int, row *views.FlagRowVM) error {
 	ctx := c.Request().Context()
 	var vm views.FlagsPageVM
-	for _, f := range h.Settings.Flags() {
+	for _, f := range h.Flags.List() {
 		if row != nil && row.Key == f.Key {
 			vm.Rows = append(vm.Rows, *row)
 			continue
@@ -157,7 +157,7 @@ func (h *Flags) Update(c echo.Context) error {
 		_, _, err = h.Settings.PatchResilience(ctx, body, "")
 	} else {
 		body, _ := json.Marshal(map[string]any{f.Key: on})
-		_, err = h.Settings.PatchFlags(ctx, body)
+		_, err = h.Flags.Patch(ctx, body)
 	}
 	if verr, ok := validation(err); ok {
 		row, rerr := h.flagRow(ctx, f)
@@ -188,7 +188,7 @@ func (h *Flags) Delete(c echo.Context) error {
 		return err
 	}
 	body, _ := json.Marshal(map[string]any{f.Key: nil})
-	if _, err := h.Settings.PatchFlags(c.Request().Context(), body); err != nil {
+	if _, err := h.Flags.Patch(c.Request().Context(), body); err != nil {
 		return err
 	}
 	return h.flagSaved(c, f.Key, views.FlagLabel(f.Key)+" reset to its default.")

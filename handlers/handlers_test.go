@@ -15,6 +15,7 @@ import (
 	"switchyard/services"
 	"switchyard/services/health"
 	"switchyard/services/resilience"
+	"switchyard/services/settings"
 	"switchyard/services/traffic"
 )
 
@@ -307,17 +308,17 @@ func TestHealthAPIShowsTheFullReportToAdminsOnly(t *testing.T) {
 
 // fakeSettings answers every PATCH with err.
 type fakeSettings struct {
-	SettingsDocuments
+	SettingsDocument[resilience.Document]
 	err error
 }
 
-func (f fakeSettings) PatchResilience(context.Context, []byte, string) (resilience.Document, int64, error) {
-	return resilience.Document{}, 0, f.err
+func (f fakeSettings) Patch(context.Context, []byte, string) (*settings.Snapshot[resilience.Document], error) {
+	return nil, f.err
 }
 
 func TestSettingsAPIReturnsTheServiceErrorUnchanged(t *testing.T) {
-	for _, want := range []error{services.ErrPreconditionFailed, services.ErrEmptySettingsPatch, &services.SettingsJSONError{Detail: "x"}} {
-		h := &SettingsAPI{API: &API{}, Settings: fakeSettings{err: want}}
+	for _, want := range []error{settings.ErrPreconditionFailed, settings.ErrEmptyPatch, &settings.JSONError{Detail: "x"}} {
+		h := &SettingsAPI{API: &API{}, Resilience: fakeSettings{err: want}}
 		c, _ := newCtx("PATCH", "/api/resilience", `{}`, "Content-Type", "application/json")
 		if err := h.UpdateResilience(c); !errors.Is(err, want) {
 			t.Errorf("got %v, want %v (the error handler picks the status)", err, want)

@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,17 +10,18 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/labstack/echo/v4"
 
 	"switchyard/services"
 	"switchyard/services/resilience"
+	"switchyard/services/settings"
+	"switchyard/services/settings/schema"
 	"switchyard/views"
 )
 
 // Settings → Resilience (50-dashboard §6.9). Every card builds a JSON patch
-// of its one section and calls SettingsService.PatchResilience, the same
+// of its one section and patches the resilience document, the same
 // method as PATCH /api/resilience, so validation and storage are the API's.
 
 const resilienceTitle, resilienceHref = "Resilience settings", "/settings/resilience"
@@ -30,11 +30,12 @@ const resilienceTitle, resilienceHref = "Resilience settings", "/settings/resili
 const msgSettingsConflict = "These settings were changed elsewhere. The card now shows the current values."
 
 // ResilienceDocument reads and patches the resilience settings document
-// (resilience.SettingsService).
+// (settings.Document): its snapshot, its field table and built-in defaults.
 type ResilienceDocument interface {
-	ResilienceSnapshot() *services.SettingsSnapshot[resilience.Document]
-	ResilienceDefaults() resilience.Document
-	PatchResilience(ctx context.Context, patch []byte, ifMatch string) (resilience.Document, int64, error)
+	Current() *settings.Snapshot[resilience.Document]
+	Schema() *schema.Schema
+	DefaultValue(path string) any
+	Patch(ctx context.Context, body []byte, ifMatch string) (*settings.Snapshot[resilience.Document], error)
 }
 
 // LockoutCounter counts the active model lockouts (resilience.Engine).
@@ -51,51 +52,24 @@ type ResilienceSettings struct {
 	Catalogue Catalogue
 }
 
-// resilienceSchema is the field table of the resilience document: kinds,
-// defaults, ranges and env names, as the settings service defines them.
-var resilienceSchema = sync.OnceValue(func() *services.SettingsSchema {
-	return resilience.ResilienceSpec(resilience.SettingsOptions{}, nil).Schema
-})
-
 // settingsData reads the current document, its sources and revision, and
-// what the Model lockout and error rules cards show besides.
+// what the Model lockout and error rules cards show besides. Fields, values
+// and defaults come from the document's schema and snapshot as the engine
+// holds them.
 func (h *ResilienceSettings) settingsData() views.SettingsData {
-	snap := h.Settings.ResilienceSnapshot()
-	eff, def := jsonTree(snap.Doc), jsonTree(h.Settings.ResilienceDefaults())
+	snap := h.Settings.Current()
 	data := views.SettingsData{Fields: map[string]views.SettingsFieldData{}, Revision: snap.Revision,
 		Rules: ruleRows(snap.Doc.ProviderErrorRules), Builtin: builtinRuleRows(resilience.BuiltinRules()),
 		RuleOptions: h.ruleOptions()}
-	for _, f := range resilienceSchema().Fields() {
-		data.Fields[f.Path] = views.SettingsFieldData{Field: f, Value: views.FormatSettingValue(treeValue(eff, f.Path)),
-			Default: views.FormatSettingValue(treeValue(def, f.Path)), Source: snap.Source(f.Path)}
+	for _, f := range h.Settings.Schema().Fields() {
+		data.Order = append(data.Order, f.Path)
+		data.Fields[f.Path] = views.SettingsFieldData{Field: f, Value: views.FormatSettingValue(snap.Value(f.Path)),
+			Default: views.FormatSettingValue(h.Settings.DefaultValue(f.Path)), Source: snap.Source(f.Path)}
 	}
 	if h.Lockouts != nil {
 		data.ActiveLockouts = h.Lockouts.ActiveLockouts()
 	}
 	return data
-}
-
-// jsonTree is a document as decoded JSON (numbers kept as json.Number).
-func jsonTree(doc any) map[string]any {
-	b, _ := json.Marshal(doc)
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var m map[string]any
-	_ = dec.Decode(&m)
-	return m
-}
-
-// treeValue reads a dotted path of a decoded document.
-func treeValue(tree map[string]any, path string) any {
-	var cur any = tree
-	for _, p := range strings.Split(path, ".") {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return nil
-		}
-		cur = m[p]
-	}
-	return cur
 }
 
 // ruleOptions are the choices of the error rules editor.
@@ -105,14 +79,15 @@ func (h *ResilienceSettings) ruleOptions() views.ErrorRuleOptions {
 		providers = append(providers, p.ID)
 	}
 	sort.Strings(providers)
-	reasons := []resilience.Reason{resilience.ReasonRateLimit, resilience.ReasonQuotaExhausted, resilience.ReasonCreditsExhausted,
-		resilience.ReasonAuthError, resilience.ReasonForbidden, resilience.ReasonNotFound, resilience.ReasonModelCapacity,
-		resilience.ReasonServerError, resilience.ReasonTransient, resilience.ReasonRequestRejected, resilience.ReasonCallerError}
-	opts := views.ErrorRuleOptions{Providers: providers,
-		Scopes:     []string{string(resilience.ScopeModel), string(resilience.ScopeConnection), string(resilience.ScopeProvider), string(resilience.ScopeNone)},
-		LockScopes: []string{string(resilience.ShapeFamily), string(resilience.ShapeBase), string(resilience.ShapeExact)}}
-	for _, r := range reasons {
+	opts := views.ErrorRuleOptions{Providers: providers}
+	for _, r := range resilience.RuleReasons() {
 		opts.Reasons = append(opts.Reasons, string(r))
+	}
+	for _, s := range resilience.RuleScopes {
+		opts.Scopes = append(opts.Scopes, string(s))
+	}
+	for _, s := range resilience.RuleLockScopes {
+		opts.LockScopes = append(opts.LockScopes, string(s))
 	}
 	return opts
 }
@@ -215,9 +190,9 @@ func listItems(s string) []string {
 }
 
 // sameSetting reports whether a typed value is the current effective one.
-func sameSetting(kind services.SettingKind, typed, current string) bool {
+func sameSetting(kind schema.Kind, typed, current string) bool {
 	switch kind {
-	case services.SettingIntList:
+	case schema.IntList:
 		return strings.Join(listItems(typed), ",") == strings.Join(listItems(current), ",")
 	}
 	return strings.TrimSpace(typed) == current
@@ -230,7 +205,7 @@ func sameSetting(kind services.SettingKind, typed, current string) bool {
 func sectionPatch(def views.SettingsCardDef, v url.Values, data views.SettingsData) (map[string]any, map[string]string) {
 	section := map[string]any{}
 	shown := map[string]string{}
-	for _, path := range def.Paths() {
+	for _, path := range def.Paths(data.Order) {
 		fd, ok := data.Fields[path]
 		if !ok {
 			continue
@@ -238,13 +213,13 @@ func sectionPatch(def views.SettingsCardDef, v url.Values, data views.SettingsDa
 		var val any
 		var raw string
 		switch fd.Field.Kind {
-		case services.SettingBool:
+		case schema.Bool:
 			on := checked(v, path)
 			raw, val = strconv.FormatBool(on), on
-		case services.SettingInt:
+		case schema.Int:
 			raw = strings.TrimSpace(v.Get(path))
 			val = formNumber(raw)
-		case services.SettingIntList:
+		case schema.IntList:
 			raw = v.Get(path)
 			items := listItems(raw)
 			if len(items) > 0 {
@@ -258,34 +233,21 @@ func sectionPatch(def views.SettingsCardDef, v url.Values, data views.SettingsDa
 			continue
 		}
 		shown[path] = raw
-		if val != nil && sameSetting(fd.Field.Kind, raw, fd.Value) && fd.Source != services.SourceStored {
+		if val != nil && sameSetting(fd.Field.Kind, raw, fd.Value) && fd.Source != schema.SourceStored {
 			continue
 		}
-		setPatchPath(section, strings.TrimPrefix(path, def.Key+"."), val)
+		schema.SetPath(section, strings.TrimPrefix(path, def.Key+"."), val)
 	}
 	return map[string]any{def.Key: section}, shown
 }
 
-// setPatchPath sets a dotted path in a patch object.
-func setPatchPath(m map[string]any, path string, v any) {
-	parts := strings.Split(path, ".")
-	for _, p := range parts[:len(parts)-1] {
-		sub, ok := m[p].(map[string]any)
-		if !ok {
-			sub = map[string]any{}
-			m[p] = sub
-		}
-		m = sub
-	}
-	m[parts[len(parts)-1]] = v
-}
-
 // ifMatch turns the revision a card was rendered from into If-Match.
 func ifMatch(revision string) string {
-	if _, err := strconv.ParseInt(strings.TrimSpace(revision), 10, 64); err != nil {
+	n, err := strconv.ParseInt(strings.TrimSpace(revision), 10, 64)
+	if err != nil {
 		return ""
 	}
-	return `"r` + strings.TrimSpace(revision) + `"`
+	return settings.ETag(n)
 }
 
 // resiliencePage renders the page with every card fresh except card (when
@@ -342,7 +304,7 @@ func (h *ResilienceSettings) Card(c echo.Context) error {
 	return h.resiliencePage(c, http.StatusOK, data, &card)
 }
 
-// Update saves one card (SettingsService.PatchResilience, twin
+// Update saves one card (a PATCH of the resilience document, twin
 // PATCH /api/resilience with only that section, If-Match from the card).
 func (h *ResilienceSettings) Update(c echo.Context) error {
 	def, err := findCard(c)
@@ -365,17 +327,17 @@ func (h *ResilienceSettings) Update(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	_, _, err = h.Settings.PatchResilience(ctx, body, ifMatch(v.Get("revision")))
+	_, err = h.Settings.Patch(ctx, body, ifMatch(v.Get("revision")))
 	if verr, ok := validation(err); ok {
 		card := views.NewSettingsCardVM(def, data, shown)
 		if card.Rules != nil {
 			card.Rules.Rows = rows
 		}
 		card.Revision = revisionOf(v.Get("revision"), data.Revision)
-		card.Errors = views.SettingsErrors(def, verr.Fields, shown)
+		card.Errors = views.SettingsErrors(def, data, verr.Fields, shown)
 		return h.resiliencePage(c, http.StatusUnprocessableEntity, data, &card)
 	}
-	if errors.Is(err, services.ErrPreconditionFailed) {
+	if errors.Is(err, settings.ErrPreconditionFailed) {
 		// Another writer saved first: the card reloads itself with the
 		// current values (htmx does not swap a 409).
 		trigger(c, views.EventSettingsStalePrefix+def.Section, nil)

@@ -41,9 +41,6 @@ func (r comboRow) domain() services.Combo {
 		Hidden: r.Hidden, Order: r.SortOrder, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 	_ = json.Unmarshal([]byte(r.Targets), &c.Targets)
 	_ = json.Unmarshal([]byte(r.Config), &c.Config)
-	if c.Config == nil {
-		c.Config = map[string]any{}
-	}
 	return c
 }
 

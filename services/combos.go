@@ -2,9 +2,7 @@ package services
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"math"
 	"regexp"
 	"strings"
 	"time"
@@ -61,7 +59,7 @@ type Combo struct {
 	Hidden      bool
 	Order       int
 	Targets     []Target
-	Config      map[string]any
+	Config      ComboConfig
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 }
@@ -85,7 +83,7 @@ type ComboInput struct {
 	Enabled     *bool          `json:"enabled"`
 	Hidden      bool           `json:"hidden"`
 	Targets     []Target       `json:"targets"`
-	Config      map[string]any `json:"config"`
+	Config      map[string]any `json:"config"` // as sent; DecodeComboConfig types it
 	Order       *int           `json:"order"`
 }
 
@@ -359,9 +357,45 @@ func validateComboName(name, selfID string, all []Combo) string {
 // fill validates in against the rules of 30-routing §2 and writes it into c.
 func (s *Combos) fill(ctx context.Context, c *Combo, in ComboInput, all []Combo) ([]string, error) {
 	fe := fieldErrors{}
-	var warnings []string
 	cat := s.catalog()
-	if msg := validateComboName(in.Name, c.ID, all); msg != "" {
+	info := checkComboHead(fe, in, c.ID, all)
+	conns, err := s.conns.ListConnections(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tc := targetCheck{fe: fe, cat: cat, self: c.ID, connProvider: map[string]string{}, combos: map[string]Combo{},
+		usedIDs: map[string]bool{}, seenModel: map[string]int{}, seenCombo: map[string]int{}, allZero: true}
+	for _, cn := range conns {
+		tc.connProvider[cn.ID] = cn.Provider
+	}
+	for _, o := range all {
+		tc.combos[o.ID] = o
+	}
+	targets := make([]Target, len(in.Targets))
+	for i, t := range in.Targets {
+		targets[i] = tc.check(i, t)
+	}
+	cfg, cfgErrs := DecodeComboConfig(in.Config)
+	for k, v := range cfgErrs {
+		fe.add("config."+k, v)
+	}
+	if len(fe) == 0 {
+		checkComboGraph(fe, *c, targets, tc.combos, cfg)
+	}
+	if err := fe.Err(); err != nil {
+		return nil, err
+	}
+	warnings := comboWarnings(cat, in.Name, info.UsesWeights && tc.allZero)
+	c.Name, c.Description, c.Strategy, c.Hidden = in.Name, in.Description, info.Name, in.Hidden
+	c.Enabled = in.Enabled == nil || *in.Enabled
+	c.Targets = targets
+	c.Config = cfg
+	return warnings, nil
+}
+
+// checkComboHead checks name, description, strategy and the target count.
+func checkComboHead(fe fieldErrors, in ComboInput, selfID string, all []Combo) StrategyInfo {
+	if msg := validateComboName(in.Name, selfID, all); msg != "" {
 		fe.add("name", msg)
 	}
 	if utf8.RuneCountInString(in.Description) > 500 {
@@ -380,158 +414,164 @@ func (s *Combos) fill(ctx context.Context, c *Combo, in ComboInput, all []Combo)
 	} else if info.Name == "pipeline" && len(in.Targets) < 2 {
 		fe.add("targets", "A pipeline needs at least two steps.")
 	}
-	conns, err := s.conns.ListConnections(ctx)
-	if err != nil {
-		return nil, err
+	return info
+}
+
+// targetCheck validates a combo's targets in order, remembering what the
+// earlier ones used (ids, model and combo references) to refuse repeats.
+type targetCheck struct {
+	fe           fieldErrors
+	cat          *Catalogue
+	self         string
+	connProvider map[string]string
+	combos       map[string]Combo
+	usedIDs      map[string]bool
+	seenModel    map[string]int
+	seenCombo    map[string]int
+	allZero      bool
+}
+
+// check validates target i and returns it with defaults filled in; stable
+// ids of existing targets are kept, missing ones generated.
+func (tc *targetCheck) check(i int, t Target) Target {
+	f := func(name string) string { return fmt.Sprintf("targets.%d.%s", i, name) }
+	n := i + 1
+	if t.ID == "" || tc.usedIDs[t.ID] {
+		t.ID = NewTargetID()
+	} else if len(t.ID) < 6 || len(t.ID) > 12 || !isBase62(t.ID) {
+		tc.fe.add(f("id"), fmt.Sprintf("Target %d: id must be 6–12 letters or digits.", n))
 	}
-	connProvider := map[string]string{}
-	for _, cn := range conns {
-		connProvider[cn.ID] = cn.Provider
+	tc.usedIDs[t.ID] = true
+	if t.Kind == "" {
+		t.Kind = KindModel
+		if t.ComboID != "" {
+			t.Kind = KindCombo
+		}
 	}
-	combosByID := map[string]Combo{}
-	for _, o := range all {
-		combosByID[o.ID] = o
+	if t.Weight == nil {
+		w := 1
+		t.Weight = &w
 	}
-	// Keep ids of existing targets stable; generate missing ones.
-	usedIDs := map[string]bool{}
-	targets := make([]Target, len(in.Targets))
-	seenModel := map[string]int{}
-	seenCombo := map[string]int{}
-	allZero := true
-	for i, t := range in.Targets {
-		f := func(name string) string { return fmt.Sprintf("targets.%d.%s", i, name) }
-		n := i + 1
-		if t.ID == "" || usedIDs[t.ID] {
-			t.ID = NewTargetID()
-		} else if len(t.ID) < 6 || len(t.ID) > 12 || !isBase62(t.ID) {
-			fe.add(f("id"), fmt.Sprintf("Target %d: id must be 6–12 letters or digits.", n))
-		}
-		usedIDs[t.ID] = true
-		if t.Kind == "" {
-			t.Kind = KindModel
-			if t.ComboID != "" {
-				t.Kind = KindCombo
-			}
-		}
-		if t.Weight == nil {
-			w := 1
-			t.Weight = &w
-		}
-		if w := *t.Weight; w < 0 || w > 100 {
-			fe.add(f("weight"), fmt.Sprintf("Target %d: weight must be a whole number from 0 to 100.", n))
-		} else if w != 0 {
-			allZero = false
-		}
-		if t.Label != nil && utf8.RuneCountInString(*t.Label) > 64 {
-			fe.add(f("label"), fmt.Sprintf("Target %d: use at most 64 characters for the label.", n))
-		}
-		if t.Enabled == nil {
-			on := true
-			t.Enabled = &on
-		}
-		if len(t.Prompt) > 32*1024 {
-			fe.add(f("prompt"), fmt.Sprintf("Target %d: the prompt may be at most 32 KiB.", n))
-		}
-		switch t.Kind {
-		case KindModel:
-			t.ComboID = ""
-			p, ok := cat.Lookup(t.Provider)
-			if t.Provider == "" || !ok {
-				fe.add(f("provider"), fmt.Sprintf("Target %d: choose a provider.", n))
-			} else {
-				t.Provider = p.ID
-			}
-			if t.Model == "" || len(t.Model) > 256 || !utf8.ValidString(t.Model) || hasControl(t.Model) {
-				fe.add(f("model"), fmt.Sprintf("Target %d: enter a model name (1–256 characters).", n))
-			}
-			if t.ConnectionID != nil && *t.ConnectionID == "" {
-				t.ConnectionID = nil
-			}
-			if t.ConnectionID != nil {
-				if prov, ok := connProvider[*t.ConnectionID]; !ok {
-					fe.add(f("connectionId"), fmt.Sprintf("Target %d: that connection no longer exists.", n))
-				} else if prov != t.Provider {
-					fe.add(f("connectionId"), fmt.Sprintf("Target %d: that connection belongs to another provider.", n))
-				}
-			}
-			key := t.Provider + "\x00" + t.Model + "\x00"
-			if t.ConnectionID != nil {
-				key += *t.ConnectionID
-			}
-			if j, dup := seenModel[key]; dup {
-				fe.add(f("model"), fmt.Sprintf("Target %d repeats target %d (same provider, model and connection).", n, j+1))
-			} else {
-				seenModel[key] = i
-			}
-		case KindCombo:
-			t.Provider, t.Model, t.ConnectionID = "", "", nil
-			ref, ok := combosByID[t.ComboID]
-			switch {
-			case t.ComboID == "" || !ok:
-				fe.add(f("comboId"), fmt.Sprintf("Target %d: choose an existing combo.", n))
-			case t.ComboID == c.ID:
-				fe.add(f("comboId"), fmt.Sprintf("Target %d: '%s' refers back to this combo.", n, ref.Name))
-			}
-			if j, dup := seenCombo[t.ComboID]; dup {
-				fe.add(f("comboId"), fmt.Sprintf("Target %d repeats target %d (same combo).", n, j+1))
-			} else {
-				seenCombo[t.ComboID] = i
-			}
-		default:
-			fe.add(f("kind"), fmt.Sprintf("Target %d: kind must be \"model\" or \"combo\".", n))
-		}
-		targets[i] = t
+	if w := *t.Weight; w < 0 || w > 100 {
+		tc.fe.add(f("weight"), fmt.Sprintf("Target %d: weight must be a whole number from 0 to 100.", n))
+	} else if w != 0 {
+		tc.allZero = false
 	}
-	cfg, cfgErrs := ValidateComboConfig(in.Config)
-	for k, v := range cfgErrs {
-		fe.add("config."+k, v)
+	if t.Label != nil && utf8.RuneCountInString(*t.Label) > 64 {
+		tc.fe.add(f("label"), fmt.Sprintf("Target %d: use at most 64 characters for the label.", n))
+	}
+	if t.Enabled == nil {
+		on := true
+		t.Enabled = &on
+	}
+	if len(t.Prompt) > 32*1024 {
+		tc.fe.add(f("prompt"), fmt.Sprintf("Target %d: the prompt may be at most 32 KiB.", n))
+	}
+	switch t.Kind {
+	case KindModel:
+		tc.checkModel(i, &t)
+	case KindCombo:
+		tc.checkComboRef(i, &t)
+	default:
+		tc.fe.add(f("kind"), fmt.Sprintf("Target %d: kind must be \"model\" or \"combo\".", n))
+	}
+	return t
+}
+
+func (tc *targetCheck) checkModel(i int, t *Target) {
+	f := func(name string) string { return fmt.Sprintf("targets.%d.%s", i, name) }
+	n := i + 1
+	t.ComboID = ""
+	p, ok := tc.cat.Lookup(t.Provider)
+	if t.Provider == "" || !ok {
+		tc.fe.add(f("provider"), fmt.Sprintf("Target %d: choose a provider.", n))
+	} else {
+		t.Provider = p.ID
+	}
+	if t.Model == "" || len(t.Model) > 256 || !utf8.ValidString(t.Model) || hasControl(t.Model) {
+		tc.fe.add(f("model"), fmt.Sprintf("Target %d: enter a model name (1–256 characters).", n))
+	}
+	if t.ConnectionID != nil && *t.ConnectionID == "" {
+		t.ConnectionID = nil
+	}
+	if t.ConnectionID != nil {
+		if prov, ok := tc.connProvider[*t.ConnectionID]; !ok {
+			tc.fe.add(f("connectionId"), fmt.Sprintf("Target %d: that connection no longer exists.", n))
+		} else if prov != t.Provider {
+			tc.fe.add(f("connectionId"), fmt.Sprintf("Target %d: that connection belongs to another provider.", n))
+		}
+	}
+	key := t.Provider + "\x00" + t.Model + "\x00"
+	if t.ConnectionID != nil {
+		key += *t.ConnectionID
+	}
+	if j, dup := tc.seenModel[key]; dup {
+		tc.fe.add(f("model"), fmt.Sprintf("Target %d repeats target %d (same provider, model and connection).", n, j+1))
+	} else {
+		tc.seenModel[key] = i
+	}
+}
+
+func (tc *targetCheck) checkComboRef(i int, t *Target) {
+	field, n := fmt.Sprintf("targets.%d.comboId", i), i+1
+	t.Provider, t.Model, t.ConnectionID = "", "", nil
+	ref, ok := tc.combos[t.ComboID]
+	switch {
+	case t.ComboID == "" || !ok:
+		tc.fe.add(field, fmt.Sprintf("Target %d: choose an existing combo.", n))
+	case t.ComboID == tc.self:
+		tc.fe.add(field, fmt.Sprintf("Target %d: '%s' refers back to this combo.", n, ref.Name))
+	}
+	if j, dup := tc.seenCombo[t.ComboID]; dup {
+		tc.fe.add(field, fmt.Sprintf("Target %d repeats target %d (same combo).", n, j+1))
+	} else {
+		tc.seenCombo[t.ComboID] = i
+	}
+}
+
+// checkComboGraph refuses reference cycles and static nesting deeper than
+// maxComboDepth (default 3).
+func checkComboGraph(fe fieldErrors, c Combo, targets []Target, combosByID map[string]Combo, cfg ComboConfig) {
+	c.Targets = targets
+	combosByID[c.ID] = c
+	maxDepth := 3
+	if cfg.MaxComboDepth != nil {
+		maxDepth = *cfg.MaxComboDepth
+	}
+	for i, t := range targets {
+		if t.Kind != KindCombo {
+			continue
+		}
+		if name, cyc := reachesCombo(combosByID, t.ComboID, c.ID, map[string]bool{}); cyc {
+			fe.add(fmt.Sprintf("targets.%d.comboId", i), fmt.Sprintf("Target %d: '%s' refers back to this combo.", i+1, name))
+		}
 	}
 	if len(fe) == 0 {
-		// Reference graph: no cycles, static depth within maxComboDepth.
-		trial := *c
-		trial.Targets = targets
-		combosByID[c.ID] = trial
-		maxDepth := 3
-		if v, ok := cfg["maxComboDepth"].(float64); ok {
-			maxDepth = int(v)
-		}
-		for i, t := range targets {
-			if t.Kind != KindCombo {
-				continue
-			}
-			if name, cyc := reachesCombo(combosByID, t.ComboID, c.ID, map[string]bool{}); cyc {
-				fe.add(fmt.Sprintf("targets.%d.comboId", i), fmt.Sprintf("Target %d: '%s' refers back to this combo.", i+1, name))
-			}
-		}
-		if len(fe) == 0 {
-			if d := comboDepth(combosByID, c.ID, map[string]bool{}); d > maxDepth {
-				fe.add("targets", fmt.Sprintf("Nesting is deeper than the allowed %d levels.", maxDepth))
-			}
+		if d := comboDepth(combosByID, c.ID, map[string]bool{}); d > maxDepth {
+			fe.add("targets", fmt.Sprintf("Nesting is deeper than the allowed %d levels.", maxDepth))
 		}
 	}
-	if err := fe.Err(); err != nil {
-		return nil, err
-	}
-	if info.UsesWeights && allZero {
+}
+
+// comboWarnings are the non-blocking notes of a save.
+func comboWarnings(cat *Catalogue, name string, allWeightsZero bool) []string {
+	var warnings []string
+	if allWeightsZero {
 		warnings = append(warnings, "all weights are 0")
 	}
-	if i := strings.IndexByte(in.Name, '/'); i > 0 {
-		if _, ok := cat.Lookup(in.Name[:i]); ok {
-			warnings = append(warnings, fmt.Sprintf("name shadows model '%s'", in.Name))
+	if i := strings.IndexByte(name, '/'); i > 0 {
+		if _, ok := cat.Lookup(name[:i]); ok {
+			warnings = append(warnings, fmt.Sprintf("name shadows model '%s'", name))
 		}
 	} else {
 		for _, p := range cat.All() {
-			if contains(p.Models, in.Name) {
-				warnings = append(warnings, fmt.Sprintf("name shadows model '%s'", in.Name))
+			if contains(p.Models, name) {
+				warnings = append(warnings, fmt.Sprintf("name shadows model '%s'", name))
 				break
 			}
 		}
 	}
-	c.Name, c.Description, c.Strategy, c.Hidden = in.Name, in.Description, info.Name, in.Hidden
-	c.Enabled = in.Enabled == nil || *in.Enabled
-	c.Targets = targets
-	c.Config = cfg
-	return warnings, nil
+	return warnings
 }
 
 // reachesCombo reports whether walking references from id leads to target.
@@ -578,186 +618,4 @@ func isBase62(s string) bool {
 		}
 	}
 	return true
-}
-
-// configRule describes one combo config key (30-routing §3).
-type configRule struct {
-	kind   string // "int", "float", "bool", "floatPair", "windows", "string", "any", "stringList"
-	lo, hi float64
-}
-
-var comboConfigSchema = map[string]configRule{
-	"maxRetries": {"int", 0, 5}, "retryDelayMs": {"int", 0, 60000}, "targetTimeoutMs": {"int", 1000, 900000},
-	"maxComboDepth": {"int", 1, 10}, "sessionSticky": {kind: "bool"},
-	"stickyRoundRobinLimit": {"int", 1, 1000}, "stickyWeightedLimit": {"int", 1, 1000},
-	"queue.concurrencyPerTarget": {"int", 0, 10000}, "queue.depth": {"int", 0, 100}, "queue.timeoutMs": {"int", 0, 300000},
-	"resetAware.fiveHourWeight": {"float", 0, 1}, "resetAware.weeklyWeight": {"float", 0, 1},
-	"resetAware.fiveHourMix": {"floatPair", 0, 1}, "resetAware.weeklyMix": {"floatPair", 0, 1},
-	"resetAware.guardRemaining": {"float", 0, 0.5}, "resetAware.tieBand": {"float", 0, 0.5},
-	"resetWindow.windows": {kind: "windows"}, "resetWindow.tieBandMs": {"int", 0, 86400000},
-	"auto.weights": {kind: "weights"}, "auto.modePack": {kind: "modePack"},
-	"auto.explorationRate": {"float", 0, 0.5}, "auto.tieBand": {"float", 0, 0.5},
-	"cache.minPrefixBytes":          {"int", 0, 1048576},
-	"contextRelay.handoffThreshold": {"float", 0.5, 0.95}, "contextRelay.handoffModel": {kind: "string"},
-	"contextRelay.handoffProviders": {kind: "stringList"}, "contextRelay.maxMessagesForSummary": {"int", 4, 200},
-	"contextRelay.handoffTtlMs": {"int", 60000, 86400000},
-	"fusion.judge":              {kind: "judge"}, "fusion.minPanel": {"int", 1, 10},
-	"fusion.stragglerGraceMs": {"int", 0, 120000}, "fusion.panelHardTimeoutMs": {"int", 1000, 600000},
-}
-
-var configGroups = map[string]bool{"queue": true, "resetAware": true, "resetWindow": true, "auto": true, "cache": true, "contextRelay": true, "fusion": true}
-
-// AutoFactors are the auto strategy's factor names (30-routing §10.14);
-// routing.AutoFactors returns the same list (a test keeps them equal).
-var AutoFactors = []string{"quota", "health", "costInv", "latencyInv", "taskFit", "stability", "tierPriority",
-	"contextAffinity", "connectionDensity", "resetWindowAffinity", "cacheAffinity"}
-
-// ModePacks are the auto strategy's named weight presets.
-var ModePacks = []string{"ship-fast", "cost-saver", "quality-first", "offline-friendly", "reliability-first"}
-
-// ValidateComboConfig checks a combo config against the schema; unknown keys
-// and out-of-range values are errors (never clamped). null values are
-// dropped (they fall through to the defaults).
-func ValidateComboConfig(cfg map[string]any) (map[string]any, map[string]string) {
-	out := map[string]any{}
-	errs := map[string]string{}
-	for k, v := range cfg {
-		if v == nil {
-			continue
-		}
-		if configGroups[k] {
-			sub, ok := v.(map[string]any)
-			if !ok {
-				errs[k] = "must be an object"
-				continue
-			}
-			clean := map[string]any{}
-			for sk, sv := range sub {
-				if sv == nil {
-					continue
-				}
-				path := k + "." + sk
-				if msg := checkConfigValue(path, sv); msg != "" {
-					errs[path] = msg
-				} else {
-					clean[sk] = sv
-				}
-			}
-			if len(clean) > 0 {
-				out[k] = clean
-			}
-			continue
-		}
-		if msg := checkConfigValue(k, v); msg != "" {
-			errs[k] = msg
-		} else {
-			out[k] = v
-		}
-	}
-	return out, errs
-}
-
-func checkConfigValue(path string, v any) string {
-	rule, ok := comboConfigSchema[path]
-	if !ok {
-		return "unknown field"
-	}
-	rangeMsg := func() string {
-		if rule.kind == "int" {
-			return fmt.Sprintf("must be a whole number between %d and %d", int(rule.lo), int(rule.hi))
-		}
-		return fmt.Sprintf("must be a number between %g and %g", rule.lo, rule.hi)
-	}
-	num := func(x any) (float64, bool) { f, ok := x.(float64); return f, ok }
-	switch rule.kind {
-	case "int":
-		f, ok := num(v)
-		if !ok || f != math.Trunc(f) || f < rule.lo || f > rule.hi {
-			return rangeMsg()
-		}
-	case "float":
-		f, ok := num(v)
-		if !ok || f < rule.lo || f > rule.hi {
-			return rangeMsg()
-		}
-	case "bool":
-		if _, ok := v.(bool); !ok {
-			return "must be true or false"
-		}
-	case "floatPair":
-		arr, ok := v.([]any)
-		if !ok || len(arr) != 2 {
-			return "must be a pair of numbers between 0 and 1"
-		}
-		for _, x := range arr {
-			if f, ok := num(x); !ok || f < 0 || f > 1 {
-				return "must be a pair of numbers between 0 and 1"
-			}
-		}
-	case "windows":
-		arr, ok := v.([]any)
-		if !ok || len(arr) == 0 {
-			return "must be a non-empty list of 5h, daily, weekly, monthly"
-		}
-		for _, x := range arr {
-			s, _ := x.(string)
-			if !contains([]string{"5h", "daily", "weekly", "monthly"}, s) {
-				return "must be a non-empty list of 5h, daily, weekly, monthly"
-			}
-		}
-	case "weights":
-		m, ok := v.(map[string]any)
-		if !ok {
-			return "must be an object of factor → number ≥ 0"
-		}
-		for k, x := range m {
-			if !contains(AutoFactors, k) {
-				return "unknown factor '" + k + "'; factors: " + strings.Join(AutoFactors, ", ")
-			}
-			if f, ok := num(x); !ok || f < 0 {
-				return "must be an object of factor → number ≥ 0"
-			}
-		}
-	case "modePack":
-		s, _ := v.(string)
-		if !contains(ModePacks, s) {
-			return "must be one of " + strings.Join(ModePacks, ", ")
-		}
-	case "string":
-		s, ok := v.(string)
-		if !ok || s == "" || len(s) > 256 {
-			return "must be a model name"
-		}
-	case "stringList":
-		arr, ok := v.([]any)
-		if !ok {
-			return "must be a list of provider ids"
-		}
-		for _, x := range arr {
-			if _, ok := x.(string); !ok {
-				return "must be a list of provider ids"
-			}
-		}
-	case "judge":
-		m, ok := v.(map[string]any)
-		if !ok {
-			return `must be {"provider", "model"} or {"comboId"}`
-		}
-		_, hasCombo := m["comboId"].(string)
-		_, hasProv := m["provider"].(string)
-		_, hasModel := m["model"].(string)
-		if !(hasCombo && len(m) == 1) && !(hasProv && hasModel && len(m) == 2) {
-			return `must be {"provider", "model"} or {"comboId"}`
-		}
-	}
-	return ""
-}
-
-// ConfigJSON encodes a combo config for storage.
-func ConfigJSON(cfg map[string]any) string {
-	if len(cfg) == 0 {
-		return "{}"
-	}
-	b, _ := json.Marshal(cfg)
-	return string(b)
 }

@@ -301,56 +301,48 @@ func EditComboBuilderVM(c services.Combo) ComboBuilderVM {
 		}
 		vm.Targets = append(vm.Targets, r)
 	}
-	cfg := map[string]any{}
-	for k, v := range c.Config {
-		cfg[k] = v
-	}
-	take := func(key string) string {
-		v, ok := cfg[key]
-		if !ok {
-			return ""
-		}
-		delete(cfg, key)
-		return configText(v)
-	}
-	vm.Config.MaxRetries = take("maxRetries")
-	vm.Config.RetryDelayMs = take("retryDelayMs")
-	vm.Config.TargetTimeoutMs = take("targetTimeoutMs")
-	vm.Config.MaxComboDepth = take("maxComboDepth")
-	vm.Config.StickyRR = take("stickyRoundRobinLimit")
-	vm.Config.StickyWeighted = take("stickyWeightedLimit")
-	switch take("sessionSticky") {
-	case "true":
-		vm.Config.SessionSticky = "on"
-	case "false":
-		vm.Config.SessionSticky = "off"
-	}
-	if q, ok := cfg["queue"].(map[string]any); ok {
-		delete(cfg, "queue")
-		vm.Config.QueueConcurrency = configText(q["concurrencyPerTarget"])
-		vm.Config.QueueDepth = configText(q["depth"])
-		vm.Config.QueueTimeoutMs = configText(q["timeoutMs"])
-	}
-	if len(cfg) > 0 {
-		b, _ := json.Marshal(cfg)
-		vm.ConfigExtra = string(b)
-	}
+	vm.Config, vm.ConfigExtra = comboConfigVM(c.Config)
 	return vm
 }
 
-func configText(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return ""
-	case float64:
-		return strconv.FormatFloat(x, 'f', -1, 64)
-	case bool:
-		return strconv.FormatBool(x)
-	case string:
-		return x
+// comboConfigVM splits a combo config into the builder's Advanced fields and
+// the JSON of every other key (kept as typed in the Advanced text box).
+func comboConfigVM(cfg services.ComboConfig) (ComboConfigVM, string) {
+	var vm ComboConfigVM
+	vm.MaxRetries = intText(cfg.MaxRetries)
+	vm.RetryDelayMs = int64Text(cfg.RetryDelayMs)
+	vm.TargetTimeoutMs = int64Text(cfg.TargetTimeoutMs)
+	vm.MaxComboDepth = intText(cfg.MaxComboDepth)
+	vm.StickyRR = intText(cfg.StickyRoundRobinLimit)
+	vm.StickyWeighted = intText(cfg.StickyWeightedLimit)
+	if cfg.SessionSticky != nil {
+		vm.SessionSticky = map[bool]string{true: "on", false: "off"}[*cfg.SessionSticky]
 	}
-	b, _ := json.Marshal(v)
-	return string(b)
+	if q := cfg.Queue; q != nil {
+		vm.QueueConcurrency, vm.QueueDepth, vm.QueueTimeoutMs = intText(q.ConcurrencyPerTarget), intText(q.Depth), int64Text(q.TimeoutMs)
+	}
+	rest := cfg
+	rest.MaxRetries, rest.RetryDelayMs, rest.TargetTimeoutMs, rest.MaxComboDepth = nil, nil, nil, nil
+	rest.StickyRoundRobinLimit, rest.StickyWeightedLimit, rest.SessionSticky, rest.Queue = nil, nil, nil, nil
+	if rest.IsZero() {
+		return vm, ""
+	}
+	b, _ := json.Marshal(rest)
+	return vm, string(b)
+}
+
+func intText(v *int) string {
+	if v == nil {
+		return ""
+	}
+	return strconv.Itoa(*v)
+}
+
+func int64Text(v *int64) string {
+	if v == nil {
+		return ""
+	}
+	return strconv.FormatInt(*v, 10)
 }
 
 // Apply performs a builder edit (50-dashboard §6.5): "add-target",

@@ -3,31 +3,32 @@ package views
 import (
 	"fmt"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/a-h/templ"
 
-	"switchyard/services"
+	"switchyard/services/settings/schema"
 )
 
 // ---------------------------------------------------------------------------
 // Settings → Resilience (50-dashboard §6.9): one card per section of the
-// resilience settings document. What a card shows and in which groups is
-// presentation and lives here; every default, range, env name, value and
-// source comes from the settings service through SettingsData.
+// resilience settings document. Titles, texts, labels and legends are
+// presentation and live here; which fields a card shows, in which order,
+// and every default, range, env name, value and source come from the
+// document's schema and snapshot through SettingsData.
 
-// SettingsCardDef is the layout of one card: its section, the document key
-// it edits, texts and the fields in display groups.
+// SettingsCardDef is the presentation of one card: its section, the
+// document key whose fields it edits, its texts, and the fields of the
+// section that another page edits. Which fields the card shows, in which
+// order and groups, comes from the document's schema (SettingsData.Order).
 type SettingsCardDef struct {
 	Section string // URL segment, e.g. "model-lockout"
 	Key     string // top-level document key, e.g. "modelLockout"
 	Title   string
 	Intro   string
 	Notes   []string
-	Groups  []SettingsGroupDef
+	Omit    []string // fields of the section shown elsewhere
 }
 
 // SettingsGroupDef is a set of fields shown together (a fieldset when it has
@@ -37,10 +38,45 @@ type SettingsGroupDef struct {
 	Paths  []string
 }
 
+// groupLegends name the sub-objects of a section that a card shows as a
+// fieldset.
+var groupLegends = map[string]string{
+	"oauth":              "OAuth connections",
+	"apikey":             "API-key connections",
+	"local":              "Local connections",
+	"throughputWatchdog": "Throughput watchdog",
+}
+
+// Groups lays the card's fields out in schema order: the section's own
+// fields first, then one fieldset per sub-object (an auth class, the
+// throughput watchdog) under its legend.
+func (d SettingsCardDef) Groups(order []string) []SettingsGroupDef {
+	var out []SettingsGroupDef
+	at := map[string]int{}
+	for _, path := range order {
+		rest, ok := strings.CutPrefix(path, d.Key+".")
+		if !ok || containsString(d.Omit, path) {
+			continue
+		}
+		sub, _, nested := strings.Cut(rest, ".")
+		if !nested {
+			sub = ""
+		}
+		i, seen := at[sub]
+		if !seen {
+			i = len(out)
+			at[sub] = i
+			out = append(out, SettingsGroupDef{Legend: groupLegends[sub]})
+		}
+		out[i].Paths = append(out[i].Paths, path)
+	}
+	return out
+}
+
 // Paths lists every field the card edits, in display order.
-func (d SettingsCardDef) Paths() []string {
+func (d SettingsCardDef) Paths(order []string) []string {
 	var out []string
-	for _, g := range d.Groups {
+	for _, g := range d.Groups(order) {
 		out = append(out, g.Paths...)
 	}
 	return out
@@ -55,77 +91,35 @@ func SettingSourceTestID(path string) string { return "source-" + fieldAnchor(pa
 // SettingsCardTestID is the data-testid of a card ("model-lockout-card").
 func SettingsCardTestID(section string) string { return section + "-card" }
 
-// settingsProfiles are the auth-class profiles of per-profile sections.
-var settingsProfiles = []struct{ key, legend string }{
-	{"oauth", "OAuth connections"},
-	{"apikey", "API-key connections"},
-	{"local", "Local connections"},
-}
-
-func profileGroups(prefix string, fields ...string) []SettingsGroupDef {
-	out := make([]SettingsGroupDef, 0, len(settingsProfiles))
-	for _, p := range settingsProfiles {
-		g := SettingsGroupDef{Legend: p.legend}
-		for _, f := range fields {
-			g.Paths = append(g.Paths, prefix+"."+p.key+"."+f)
-		}
-		out = append(out, g)
-	}
-	return out
-}
-
 // SettingsCardDefs are the cards of Settings → Resilience in page order.
 var SettingsCardDefs = []SettingsCardDef{
 	{Section: SectionRequestQueue, Key: "requestQueue", Title: "Request queue",
 		Intro: "Paces requests per connection: a rate limit, a minimum gap, a concurrency cap and a bounded queue in front of each protected connection.",
-		Notes: []string{"Protection is switched on per connection (Connections → Edit → Rate-limit protection); these values apply to every protected connection that does not override them."},
-		Groups: []SettingsGroupDef{{Paths: []string{"requestQueue.autoEnableApiKeyProviders", "requestQueue.requestsPerMinute",
-			"requestQueue.minTimeBetweenRequestsMs", "requestQueue.concurrentRequests", "requestQueue.maxWaitMs",
-			"requestQueue.queueWaitMs", "requestQueue.maxQueueDepth"}}}},
+		Notes: []string{"Protection is switched on per connection (Connections → Edit → Rate-limit protection); these values apply to every protected connection that does not override them."}},
 	{Section: SectionConnectionCooldown, Key: "connectionCooldown", Title: "Connection cooldown",
 		Intro: "Takes one connection out of rotation for a while after a connection-scoped failure, doubling the pause on each repeat up to a cap.",
-		Notes: []string{"An upstream Retry-After hint always wins over this ladder (capped by the longest honoured hint below)."},
-		Groups: append([]SettingsGroupDef{{Paths: []string{"connectionCooldown.maxRetryHintMs"}}},
-			profileGroups("connectionCooldown", "baseCooldownMs", "maxBackoffSteps", "maxCooldownMs")...)},
+		Notes: []string{"An upstream Retry-After hint always wins over this ladder (capped by the longest honoured hint below)."}},
 	{Section: SectionProviderBreaker, Key: "providerBreaker", Title: "Provider breaker",
-		Intro: "Counts failures per provider; at degraded-at the provider is tried last, at open-at it is skipped until the reset timeout lets a few trial requests through.",
-		Groups: profileGroups("providerBreaker", "failureThreshold", "degradationThreshold", "resetTimeoutMs",
-			"halfOpenRequests", "escalateAfterCycles", "maxBackoffMultiplier")},
+		Intro: "Counts failures per provider; at degraded-at the provider is tried last, at open-at it is skipped until the reset timeout lets a few trial requests through."},
 	{Section: SectionProviderCooldown, Key: "providerCooldown", Title: "Provider cooldown window gate",
-		Intro: "Holds a whole provider back from combo requests after too many failures within a time window.",
-		Groups: append([]SettingsGroupDef{{Paths: []string{"providerCooldown.enabled", "providerCooldown.minRetryCooldownMs",
-			"providerCooldown.maxRetryCooldownMs"}}},
-			profileGroups("providerCooldown", "failureThreshold", "failureWindowMs", "cooldownMs")...)},
+		Intro: "Holds a whole provider back from combo requests after too many failures within a time window."},
 	{Section: SectionWaitForCooldown, Key: "waitForCooldown", Title: "Wait for cooldown",
-		Intro: "A request for a single model waits for a short connection cooldown to end instead of failing at once.",
-		Groups: []SettingsGroupDef{{Paths: []string{"waitForCooldown.enabled", "waitForCooldown.maxRetries",
-			"waitForCooldown.maxRetryWaitMs", "waitForCooldown.budgetMs"}}}},
+		Intro: "A request for a single model waits for a short connection cooldown to end instead of failing at once."},
 	{Section: SectionComboCooldownWait, Key: "comboCooldownWait", Title: "Combo cooldown wait",
-		Intro: "A combo request whose every target is cooling waits for the soonest one instead of failing at once.",
-		Groups: []SettingsGroupDef{{Paths: []string{"comboCooldownWait.enabled", "comboCooldownWait.maxWaitMs",
-			"comboCooldownWait.maxAttempts", "comboCooldownWait.budgetMs"}}}},
+		Intro: "A combo request whose every target is cooling waits for the soonest one instead of failing at once."},
 	{Section: SectionConnectionConcurrency, Key: "connectionConcurrency", Title: "Connection concurrency",
-		Intro: "Limits how many requests run on one connection at a time; the limit itself (max_concurrent) is set per connection on the Connections page.",
-		Groups: []SettingsGroupDef{{Paths: []string{"connectionConcurrency.enabled", "connectionConcurrency.failOpen",
-			"connectionConcurrency.slotWaitMs", "connectionConcurrency.queueDepth"}}}},
+		Intro: "Limits how many requests run on one connection at a time; the limit itself (max_concurrent) is set per connection on the Connections page."},
 	{Section: SectionSessionAffinity, Key: "sessionAffinity", Title: "Session affinity",
-		Intro:  "Keeps the requests of one client session on the connection that served it last, so provider prompt caches stay warm.",
-		Notes:  []string{"Sessions are recognised by the X-Switchyard-Session, x-codex-session-id, session-id (Codex), X-Session-Id and x-claude-code-session-id request headers."},
-		Groups: []SettingsGroupDef{{Paths: []string{"sessionAffinity.ttlMs"}}}},
+		Intro: "Keeps the requests of one client session on the connection that served it last, so provider prompt caches stay warm.",
+		Notes: []string{"Sessions are recognised by the X-Switchyard-Session, x-codex-session-id, session-id (Codex), X-Session-Id and x-claude-code-session-id request headers."}},
 	{Section: SectionStreamRecovery, Key: "streamRecovery", Title: "Stream recovery and throughput watchdog",
-		Intro: "Reopens a stream that fails before its first byte reached the client, and aborts upstream streams that keep sending events but too little useful text.",
-		Groups: []SettingsGroupDef{{Paths: []string{"streamRecovery.earlyRetryMax"}},
-			{Legend: "Throughput watchdog", Paths: []string{"streamRecovery.throughputWatchdog.enabled",
-				"streamRecovery.throughputWatchdog.warmupMs", "streamRecovery.throughputWatchdog.windowMs",
-				"streamRecovery.throughputWatchdog.minUsefulBytesPerSecond", "streamRecovery.throughputWatchdog.minUsefulBytes"}}}},
+		Intro: "Reopens a stream that fails before its first byte reached the client, and aborts upstream streams that keep sending events but too little useful text."},
 	{Section: SectionEmergencyFallback, Key: "emergencyFallback", Title: "Emergency fallback",
-		Intro:  "When every target of a request is exhausted, Switchyard makes one last attempt on a fallback model; responses say so in X-Switchyard-Warning.",
-		Notes:  []string{"The switch and the fallback model are on Settings → Feature flags."},
-		Groups: []SettingsGroupDef{{Paths: []string{"emergencyFallback.skipForToolRequests", "emergencyFallback.maxOutputTokens"}}}},
+		Intro: "When every target of a request is exhausted, Switchyard makes one last attempt on a fallback model; responses say so in X-Switchyard-Warning.",
+		Notes: []string{"The switch and the fallback model are on Settings → Feature flags."},
+		Omit:  []string{"emergencyFallback.enabled", "emergencyFallback.target"}},
 	{Section: SectionModelLockout, Key: "modelLockout", Title: "Model lockout",
-		Intro: "Locks one model on one connection after a model-scoped failure, so the connection keeps serving its other models. When off, such a failure only moves the request on; neither the model nor the connection is cooled.",
-		Groups: []SettingsGroupDef{{Paths: []string{"modelLockout.enabled", "modelLockout.errorCodes", "modelLockout.baseCooldownMs",
-			"modelLockout.maxCooldownMs", "modelLockout.maxBackoffSteps", "modelLockout.useExponentialBackoff"}}}},
+		Intro: "Locks one model on one connection after a model-scoped failure, so the connection keeps serving its other models. When off, such a failure only moves the request on; neither the model nor the connection is cooled."},
 	{Section: SectionErrorRules, Key: "providerErrorRules", Title: "Provider error rules",
 		Intro: "Your own rules for classifying upstream errors, consulted in order before the built-in ones; the first match wins."},
 }
@@ -202,14 +196,16 @@ var settingLabels = map[string]settingLabel{
 	"modelLockout.useExponentialBackoff":                        {Label: "Double the lockout on each repeat failure"},
 }
 
-var profileSegment = regexp.MustCompile(`\.(oauth|apikey|local)\.`)
-
+// labelOf names a field; a field of a fieldset (an auth-class profile) is
+// named by its "<p>" entry.
 func labelOf(path string) settingLabel {
 	if l, ok := settingLabels[path]; ok {
 		return l
 	}
-	if l, ok := settingLabels[profileSegment.ReplaceAllString(path, ".<p>.")]; ok {
-		return l
+	if parts := strings.Split(path, "."); len(parts) == 3 && groupLegends[parts[1]] != "" {
+		if l, ok := settingLabels[parts[0]+".<p>."+parts[2]]; ok {
+			return l
+		}
 	}
 	return settingLabel{Label: path[strings.LastIndexByte(path, '.')+1:]}
 }
@@ -218,7 +214,7 @@ func labelOf(path string) settingLabel {
 // reports it: its schema entry, effective value, built-in default and
 // source, values formatted as a form control holds them.
 type SettingsFieldData struct {
-	Field   services.SettingField
+	Field   schema.Field
 	Value   string // "120000", "true", "403, 404"
 	Default string
 	Source  string // default, env, stored, derived
@@ -226,7 +222,9 @@ type SettingsFieldData struct {
 
 // SettingsData is what the resilience cards are built from.
 type SettingsData struct {
-	Fields   map[string]SettingsFieldData
+	Fields map[string]SettingsFieldData
+	// Order lists the document's fields in schema order (the cards' layout).
+	Order    []string
 	Revision int64
 	// ActiveLockouts counts model lockouts in force (the Model lockout card links to Runtime).
 	ActiveLockouts int
@@ -299,7 +297,7 @@ type SettingsFieldVM struct {
 	Path    string // form name and error key
 	Label   string
 	Unit    string
-	Kind    services.SettingKind
+	Kind    schema.Kind
 	Value   string
 	Help    string
 	Source  string
@@ -310,7 +308,7 @@ type SettingsFieldVM struct {
 func (f SettingsFieldVM) On() bool { return f.Value == "true" || f.Value == "on" }
 
 // IsBool reports a switch.
-func (f SettingsFieldVM) IsBool() bool { return f.Kind == services.SettingBool }
+func (f SettingsFieldVM) IsBool() bool { return f.Kind == schema.Bool }
 
 // ID is the control's element id.
 func (f SettingsFieldVM) ID() string { return fieldAnchor(f.Path) }
@@ -320,7 +318,7 @@ func (f SettingsFieldVM) ID() string { return fieldAnchor(f.Path) }
 // after Restore defaults); nil shows the effective values.
 func NewSettingsCardVM(def SettingsCardDef, data SettingsData, shown map[string]string) SettingsCardVM {
 	vm := SettingsCardVM{Def: def, Revision: data.Revision, Errors: FieldErrors{}, ActiveLockouts: data.ActiveLockouts}
-	for _, g := range def.Groups {
+	for _, g := range def.Groups(data.Order) {
 		gv := SettingsGroupVM{Legend: g.Legend}
 		for _, path := range g.Paths {
 			fd, ok := data.Fields[path]
@@ -347,7 +345,7 @@ func NewSettingsCardVM(def SettingsCardDef, data SettingsData, shown map[string]
 // defaults shows them.
 func DefaultValues(def SettingsCardDef, data SettingsData) map[string]string {
 	out := map[string]string{}
-	for _, p := range def.Paths() {
+	for _, p := range def.Paths(data.Order) {
 		if fd, ok := data.Fields[p]; ok {
 			out[p] = fd.Default
 		}
@@ -383,13 +381,13 @@ func settingHelp(fd SettingsFieldData, lbl settingLabel) string {
 		unit = " " + lbl.Unit
 	}
 	switch f.Kind {
-	case services.SettingBool:
+	case schema.Bool:
 		def := "off"
 		if fd.Default == "true" {
 			def = "on"
 		}
 		b = append(b, "Default "+def+".")
-	case services.SettingInt:
+	case schema.Int:
 		def := fd.Default + unit
 		if lbl.Unit == "ms" {
 			if n, err := strconv.ParseInt(fd.Default, 10, 64); err == nil && n >= 1000 {
@@ -398,7 +396,7 @@ func settingHelp(fd SettingsFieldData, lbl settingLabel) string {
 		}
 		b = append(b, fmt.Sprintf("Default %s; %s–%s%s. Leave blank for the default.", def,
 			strconv.FormatInt(f.Min, 10), strconv.FormatInt(f.Max, 10), unit))
-	case services.SettingIntList:
+	case schema.IntList:
 		b = append(b, fmt.Sprintf("Default %s; each %d–%d, at most %d.", fd.Default, f.Min, f.Max, f.MaxItems))
 	}
 	if f.Env != "" {
@@ -431,11 +429,11 @@ func humanDurationMs(ms int64) string {
 // SourceText names where a value comes from.
 func SourceText(src string) string {
 	switch src {
-	case services.SourceEnv:
+	case schema.SourceEnv:
 		return "environment"
-	case services.SourceStored:
+	case schema.SourceStored:
 		return "saved"
-	case services.SourceDerived:
+	case schema.SourceDerived:
 		return "derived"
 	}
 	return "default"
@@ -499,9 +497,9 @@ func (vm SettingsCardVM) Summary() []SummaryItem {
 // SettingsErrors turns the service's field problems of a card's PATCH into
 // the sentences of 50-dashboard §6.9, keyed by the control they belong to.
 // shown are the submitted values (to tell too many status codes from bad ones).
-func SettingsErrors(def SettingsCardDef, fields map[string]string, shown map[string]string) FieldErrors {
+func SettingsErrors(def SettingsCardDef, data SettingsData, fields map[string]string, shown map[string]string) FieldErrors {
 	out := FieldErrors{}
-	paths := def.Paths()
+	paths := def.Paths(data.Order)
 	owner := func(key string) string {
 		for _, p := range paths {
 			if key == p || strings.HasPrefix(key, p+".") {
@@ -591,344 +589,6 @@ func settingMessage(path, msg, shown string) string {
 	return sentence(msg)
 }
 
-// ---------------------------------------------------------------------------
-// Provider error rules editor.
-
-// ErrorRuleOptions are the choices of the rules editor, from the service.
-type ErrorRuleOptions struct {
-	Providers  []string
-	Reasons    []string
-	Scopes     []string
-	LockScopes []string
-}
-
-// ErrorRuleRowVM is one operator rule, values as the form holds them.
-type ErrorRuleRowVM struct {
-	Index          int
-	ID             string
-	Provider       string
-	Status         string
-	Match          string
-	HeaderName     string
-	HeaderContains string
-	Reason         string
-	Scope          string
-	LockScope      string
-	CooldownMs     string
-	Ban            bool
-	Enabled        bool
-}
-
-// ruleFields are the controls of a rule row, in order.
-var ruleFields = []string{"provider", "status", "match", "header.name", "header.contains", "reason", "scope", "lockScope", "cooldownMs", "ban", "enabled"}
-
-// Field is the form name (and error key) of one control of the row.
-func (r ErrorRuleRowVM) Field(name string) string {
-	return "providerErrorRules." + strconv.Itoa(r.Index) + "." + name
-}
-
-// RowKey is the error key of problems with the whole row.
-func (r ErrorRuleRowVM) RowKey() string { return "providerErrorRules." + strconv.Itoa(r.Index) }
-
-// BuiltinRuleVM is one built-in rule, read-only.
-type BuiltinRuleVM struct {
-	ID, Provider, Status, Match, Header, Reason, Scope, LockScope, Cooldown string
-}
-
-// ErrorRulesVM is the editor.
-type ErrorRulesVM struct {
-	Rows    []ErrorRuleRowVM
-	Builtin []BuiltinRuleVM
-	Options ErrorRuleOptions
-	// AutofocusID is the control that keeps focus after a builder edit.
-	AutofocusID string
-}
-
-// ApplyRuleOp edits the rows for the builder: "add", "remove:N", "up:N",
-// "down:N". It returns the index of the row whose button should keep focus
-// (-1 for none).
-func ApplyRuleOp(rows []ErrorRuleRowVM, op string, opts ErrorRuleOptions) ([]ErrorRuleRowVM, int) {
-	verb, arg, _ := strings.Cut(op, ":")
-	i, err := strconv.Atoi(arg)
-	valid := err == nil && i >= 0 && i < len(rows)
-	focus := -1
-	switch verb {
-	case "add":
-		r := ErrorRuleRowVM{Enabled: true, Status: ""}
-		if len(opts.Reasons) > 0 {
-			r.Reason = opts.Reasons[0]
-		}
-		if len(opts.Scopes) > 0 {
-			r.Scope = opts.Scopes[0]
-		}
-		rows = append(rows, r)
-		focus = len(rows) - 1
-	case "remove":
-		if valid {
-			rows = append(rows[:i:i], rows[i+1:]...)
-		}
-	case "up":
-		if valid && i > 0 {
-			rows[i-1], rows[i] = rows[i], rows[i-1]
-			focus = i - 1
-		}
-	case "down":
-		if valid && i < len(rows)-1 {
-			rows[i], rows[i+1] = rows[i+1], rows[i]
-			focus = i + 1
-		}
-	}
-	for k := range rows {
-		rows[k].Index = k
-	}
-	return rows, focus
-}
-
-var (
-	reRuleField  = regexp.MustCompile(`^providerErrorRules\.(\d+)\.([A-Za-z.]+)$`)
-	reRuleRow    = regexp.MustCompile(`^providerErrorRules\.(\d+)$`)
-	reNeverMatch = regexp.MustCompile(`^rule (\d+) can never match: rule (\d+) above`)
-)
-
-// ruleError maps one problem of providerErrorRules to its control and
-// sentence (50-dashboard §6.9, rule messages).
-func ruleError(key, msg string) (string, string) {
-	if m := reRuleRow.FindStringSubmatch(key); m != nil {
-		if mm := reNeverMatch.FindStringSubmatch(msg); mm != nil {
-			return key, "Rule " + mm[1] + " can never match: rule " + mm[2] + " above it has the same provider and status and an empty match text."
-		}
-		return key, sentence(msg)
-	}
-	m := reRuleField.FindStringSubmatch(key)
-	if m == nil {
-		if key == "providerErrorRules" && strings.Contains(msg, "items") {
-			return key, "Use at most 50 rules."
-		}
-		return key, sentence(msg)
-	}
-	row, field := m[1], m[2]
-	switch field {
-	case "provider":
-		return key, "Choose a provider."
-	case "status":
-		return key, "Status must be a number from 100 to 599."
-	case "match":
-		return key, "Match text is at most 200 characters."
-	case "cooldownMs":
-		return key, "Cooldown must be blank or from 1000 to 86400000 ms."
-	case "reason":
-		return key, "Choose a reason."
-	case "scope":
-		return key, "Choose one of the options."
-	case "header":
-		return "providerErrorRules." + row + ".header.name", "Enter a header name and the text it contains, or leave both blank."
-	case "header.name":
-		return key, "Enter a header name (letters, digits and - only, at most 64)."
-	case "header.contains":
-		return key, "Enter the text the header contains (1 to 200 characters)."
-	}
-	return key, sentence(msg)
-}
-
-// ---------------------------------------------------------------------------
-// Settings → Feature flags (50-dashboard §6.10).
-
-// FlagsPageVM is the flags page.
-type FlagsPageVM struct {
-	Rows []FlagRowVM
-}
-
-// FlagRowVM is one flag with its control.
-type FlagRowVM struct {
-	Key             string
-	Label           string
-	Description     string
-	Field           string
-	Value           bool
-	Source          string
-	Env             string
-	RequiresRestart bool
-	Errors          FieldErrors
-	Saved           bool
-	// Target is emergencyFallback.target (the emergency fallback row only);
-	// Targets are the datalist options.
-	HasTarget bool
-	Target    string
-	Targets   []string
-}
-
-// flagLabels name the flags of the registry; a flag not listed shows its key.
-var flagLabels = map[string]string{
-	"emergencyFallback":         "Emergency fallback",
-	"modelLockout":              "Model lockout",
-	"providerCooldown":          "Provider cooldown window gate",
-	"throughputWatchdog":        "Throughput watchdog",
-	"waitForCooldown":           "Wait for cooldown",
-	"comboCooldownWait":         "Combo cooldown wait",
-	"connectionConcurrency":     "Connection concurrency",
-	"rateLimitAutoEnable":       "Protect API-key connections automatically",
-	"autoDisableBannedAccounts": "Disable banned accounts",
-	"logRequestBodies":          "Log request bodies",
-}
-
-// flagTexts replace a flag's one-line description where the page says more.
-var flagTexts = map[string]string{
-	"emergencyFallback": "When a request would fail because every target is exhausted, Switchyard makes one last attempt on this model. Such responses say so in X-Switchyard-Warning and are marked in the request log.",
-	"logRequestBodies":  "Stores request and response bodies in request logs, truncated to 32 KiB each and scrubbed of secrets. Bodies may contain your users' data.",
-}
-
-// FlagKeyEmergencyFallback is the flag whose row also sets the fallback model.
-const FlagKeyEmergencyFallback = "emergencyFallback"
-
-// FlagLabel names a flag; a flag without a label shows its key.
-func FlagLabel(key string) string {
-	if l, ok := flagLabels[key]; ok {
-		return l
-	}
-	return key
-}
-
-// NewFlagRowVM builds one row.
-func NewFlagRowVM(key, field string, value bool, source string, env *string, restart bool, description string) FlagRowVM {
-	r := FlagRowVM{Key: key, Label: FlagLabel(key), Description: description, Field: field, Value: value, Source: source,
-		RequiresRestart: restart, Errors: FieldErrors{}, HasTarget: key == FlagKeyEmergencyFallback}
-	if t, ok := flagTexts[key]; ok {
-		r.Description = t
-	}
-	if env != nil {
-		r.Env = *env
-	}
-	return r
-}
-
-// RowIDOf is the row's element id.
-func (r FlagRowVM) RowIDOf() string { return RowID(RowFlag, r.Key) }
-
-// SourceLine says where the value comes from.
-func (r FlagRowVM) SourceLine() string {
-	switch r.Source {
-	case services.SourceEnv:
-		return "Set by the environment (" + r.Env + ")"
-	case services.SourceStored:
-		return "Set on this dashboard"
-	}
-	return "Default"
-}
-
-// FlagErrors words the service's problems of one flag save.
-func FlagErrors(key string, fields map[string]string) FieldErrors {
-	out := FieldErrors{}
-	for _, k := range sortedKeys(fields) {
-		msg := fields[k]
-		target := "value"
-		switch {
-		case k == "emergencyFallback.target":
-			target = "target"
-			if strings.HasPrefix(msg, "does not resolve") {
-				msg = "That model or combo no longer exists."
-			} else {
-				msg = sentence(msg)
-			}
-		case msg == "set emergencyFallback.target first":
-			target = "target"
-			msg = "Choose the model to fall back to."
-		default:
-			msg = sentence(msg)
-		}
-		if _, dup := out[target]; !dup {
-			out[target] = msg
-		}
-	}
-	return out
-}
-
-// FlagFieldID is the element id of a flag row's control.
-func FlagFieldID(key, name string) string { return RowID(RowFlag, key) + "-" + name }
-
-// ---------------------------------------------------------------------------
-// Settings → Account (50-dashboard §6.11).
-
-// AccountPageVM is the account page.
-type AccountPageVM struct {
-	Password PasswordFormVM
-	Sessions SessionsListVM
-}
-
-// PasswordFormVM is the change-password form; values are never echoed.
-type PasswordFormVM struct {
-	Errors FieldErrors
-}
-
-// Focus is the first invalid field.
-func (vm PasswordFormVM) Focus() string {
-	return firstInvalid([]string{"current", "new", "confirm"}, vm.Errors)
-}
-
-// SessionsListVM is the sessions table.
-type SessionsListVM struct {
-	Rows    []SessionRowVM
-	Confirm *ConfirmVM
-	OOB     bool
-}
-
-// Others counts the sessions besides this one.
-func (vm SessionsListVM) Others() int {
-	n := 0
-	for _, r := range vm.Rows {
-		if !r.Current {
-			n++
-		}
-	}
-	return n
-}
-
-// SessionRowVM is one admin session.
-type SessionRowVM struct {
-	IDHash    string
-	Created   *TimeVM
-	LastSeen  *TimeVM
-	IP        string
-	UserAgent string
-	Current   bool
-}
-
-// NewSessionsListVM lists sessions, this one (currentHash) first, then the
-// most recently seen.
-func NewSessionsListVM(sessions []services.AdminSession, currentHash string, now time.Time) SessionsListVM {
-	vm := SessionsListVM{}
-	lastSeen := map[string]int64{}
-	for _, s := range sessions {
-		created, seen := s.CreatedAt, s.LastSeenAt
-		vm.Rows = append(vm.Rows, SessionRowVM{IDHash: s.IDHash, Created: NewTimeVM(&created, now), LastSeen: NewTimeVM(&seen, now),
-			IP: s.ClientIP, UserAgent: s.UserAgent, Current: s.IDHash == currentHash})
-		lastSeen[s.IDHash] = seen.UnixMilli()
-	}
-	sortSessions(vm.Rows, lastSeen)
-	return vm
-}
-
-// SessionsEndOthersConfirm is the confirmation of "Sign out all other sessions".
-func SessionsEndOthersConfirm(others int) *ConfirmVM {
-	line := "Every other browser signed in to this dashboard is signed out at once."
-	if others == 1 {
-		line = "The one other browser signed in to this dashboard is signed out at once."
-	}
-	return &ConfirmVM{RowKind: "sessions", ID: "others", Title: "Sign out all other sessions?",
-		Lines: []string{line, "Management API keys are not affected."}, Action: "Sign out other sessions",
-		Method: "post", URL: "/settings/account/sessions/end-others", Target: "#" + SessionsListID,
-		Cancel: "/settings/account", Colspan: 5}
-}
-
-// sortSessions puts the current session first, then the most recently seen.
-func sortSessions(rows []SessionRowVM, lastSeen map[string]int64) {
-	sort.SliceStable(rows, func(i, j int) bool {
-		if rows[i].Current != rows[j].Current {
-			return rows[i].Current
-		}
-		return lastSeen[rows[i].IDHash] > lastSeen[rows[j].IDHash]
-	})
-}
-
 // settingAttrs are the attributes of a card's control: id, name,
 // accessibility, and for numbers and lists a text input that keeps what was
 // typed (a number input would blank a typo, and blank means "default").
@@ -940,32 +600,11 @@ func settingAttrs(f SettingsFieldVM, errs FieldErrors, focus string) templ.Attri
 	a["type"] = "text"
 	a["value"] = f.Value
 	a["autocomplete"] = "off"
-	if f.Kind == services.SettingInt {
+	if f.Kind == schema.Int {
 		a["inputmode"] = "numeric"
 		a["class"] = "input--sm"
 	} else {
 		a["class"] = "input--md"
-	}
-	return a
-}
-
-// ruleButtonID is the id of a rule row's Up, Down or Remove button.
-func ruleButtonID(op string, i int) string { return RowID(RowRule, strconv.Itoa(i)) + "-" + op }
-
-// RuleFocusID is the builder button that keeps focus after op on row i.
-func RuleFocusID(op string, i int) string {
-	if op == "add" {
-		return ruleButtonID("provider", i)
-	}
-	return ruleButtonID(op, i)
-}
-
-// ruleAttrs are fieldAttrs for a rule control, with autofocus when the
-// builder asks for it.
-func ruleAttrs(r ErrorRuleRowVM, name string, errs FieldErrors, focus string, autofocusID string) templ.Attributes {
-	a := controlAttrs(r.Field(name), r.Field(name), errs, focus, false)
-	if autofocusID != "" && autofocusID == ruleButtonID(name, r.Index) {
-		a["autofocus"] = true
 	}
 	return a
 }
@@ -986,18 +625,3 @@ func containsString(list []string, s string) bool {
 	}
 	return false
 }
-
-// flagDescribedBy ties a flag control to the row's description, help and error.
-func flagDescribedBy(r FlagRowVM, name string) string {
-	ids := []string{r.RowIDOf() + "-desc"}
-	if name == "target" {
-		ids = append(ids, FlagFieldID(r.Key, "target")+"-help")
-	}
-	if r.Errors.Has(name) {
-		ids = append(ids, FlagFieldID(r.Key, name)+"-error")
-	}
-	return strings.Join(ids, " ")
-}
-
-// Stored reports a value saved on this dashboard (Reset can drop it).
-func (r FlagRowVM) Stored() bool { return r.Source == services.SourceStored }

@@ -31,69 +31,61 @@ func DefaultComboConfig() ComboConfig {
 		CacheMinPrefixBytes: 1024}
 }
 
-// apply overlays one config layer; values were validated on save
-// (services.ValidateComboConfig), so only their types are checked here.
-func (c *ComboConfig) apply(cfg map[string]any) {
-	if len(cfg) == 0 {
-		return
+func msPtr(v *int64) time.Duration { return time.Duration(*v) * time.Millisecond }
+
+// apply overlays one config layer: every key it sets (validated on save by
+// services.DecodeComboConfig) replaces the one below.
+func (c *ComboConfig) apply(cfg *services.ComboConfig) {
+	if cfg.MaxRetries != nil {
+		c.MaxRetries = *cfg.MaxRetries
 	}
-	num := func(m map[string]any, k string) (float64, bool) {
-		v, ok := m[k].(float64)
-		return v, ok
+	if cfg.RetryDelayMs != nil {
+		c.RetryDelay = msPtr(cfg.RetryDelayMs)
 	}
-	ms := func(v float64) time.Duration { return time.Duration(v) * time.Millisecond }
-	if v, ok := num(cfg, "maxRetries"); ok {
-		c.MaxRetries = int(v)
+	if cfg.TargetTimeoutMs != nil {
+		c.TargetTimeout = msPtr(cfg.TargetTimeoutMs)
 	}
-	if v, ok := num(cfg, "retryDelayMs"); ok {
-		c.RetryDelay = ms(v)
+	if v := cfg.MaxComboDepth; v != nil && *v >= 1 {
+		c.MaxComboDepth = *v
 	}
-	if v, ok := num(cfg, "targetTimeoutMs"); ok {
-		c.TargetTimeout = ms(v)
+	if cfg.SessionSticky != nil {
+		c.SessionSticky = *cfg.SessionSticky
 	}
-	if v, ok := num(cfg, "maxComboDepth"); ok && v >= 1 {
-		c.MaxComboDepth = int(v)
+	if v := cfg.StickyRoundRobinLimit; v != nil && *v >= 1 {
+		c.StickyRoundRobinLimit = *v
 	}
-	if v, ok := cfg["sessionSticky"].(bool); ok {
-		c.SessionSticky = v
+	if v := cfg.StickyWeightedLimit; v != nil && *v >= 1 {
+		c.StickyWeightedLimit = *v
 	}
-	if v, ok := num(cfg, "stickyRoundRobinLimit"); ok && v >= 1 {
-		c.StickyRoundRobinLimit = int(v)
-	}
-	if v, ok := num(cfg, "stickyWeightedLimit"); ok && v >= 1 {
-		c.StickyWeightedLimit = int(v)
-	}
-	if q, ok := cfg["queue"].(map[string]any); ok {
-		if v, ok := num(q, "concurrencyPerTarget"); ok {
-			c.QueueConcurrency = int(v)
+	if q := cfg.Queue; q != nil {
+		if q.ConcurrencyPerTarget != nil {
+			c.QueueConcurrency = *q.ConcurrencyPerTarget
 		}
-		if v, ok := num(q, "depth"); ok {
-			c.QueueDepth = int(v)
+		if q.Depth != nil {
+			c.QueueDepth = *q.Depth
 		}
-		if v, ok := num(q, "timeoutMs"); ok {
-			c.QueueTimeout = ms(v)
+		if q.TimeoutMs != nil {
+			c.QueueTimeout = msPtr(q.TimeoutMs)
 		}
 	}
-	if q, ok := cfg["cache"].(map[string]any); ok {
-		if v, ok := num(q, "minPrefixBytes"); ok {
-			c.CacheMinPrefixBytes = int(v)
-		}
+	if k := cfg.Cache; k != nil && k.MinPrefixBytes != nil {
+		c.CacheMinPrefixBytes = *k.MinPrefixBytes
 	}
 }
 
 // comboConfig is the effective config of combo (nil = a direct request).
-// It reads two small maps and allocates nothing.
+// It reads typed fields and allocates nothing.
 func comboConfig(set *Settings, combo *services.Combo) ComboConfig {
 	c := set.DirectCombo
 	if combo != nil {
-		c.apply(combo.Config)
+		c.apply(&combo.Config)
 	}
 	return c
 }
 
 // ComboDefaults derives the anonymous-combo config from the setting
 // routing.comboDefaults (called once per settings revision).
-func ComboDefaults(defaults map[string]any) ComboConfig {
+func ComboDefaults(defaults *services.ComboConfig) ComboConfig {
 	c := DefaultComboConfig()
 	c.apply(defaults)
 	return c

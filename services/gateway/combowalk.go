@@ -395,7 +395,7 @@ func (g *Gateway) quotaSignals(rq *routing.Request, s *Snapshot, c *services.Com
 	if g.quota != nil {
 		rq.Quota = g.quota.QuotaFunc(rq.Now)
 	}
-	cfg := routing.StrategyConfigFrom(set.ComboDefaults, c.Config)
+	cfg := routing.StrategyConfigFrom(&set.ComboDefaults, &c.Config)
 	rq.Config = &cfg
 	if name != "auto" {
 		return

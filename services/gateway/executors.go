@@ -129,7 +129,7 @@ func (g *Gateway) serveFusion(w http.ResponseWriter, r *http.Request, req *Reque
 		rec.Strategy = c.Strategy
 		return rec
 	}
-	cfg := fusionConfigOf(c.Config)
+	cfg := fusionConfigOf(&c.Config)
 	panel := g.comboParts(snap, c, req, true)
 	if len(panel) == 0 {
 		rec := g.serve(w, r, req) // nothing available: the normal walk names the exclusions
@@ -246,19 +246,21 @@ func (g *Gateway) serveFusion(w http.ResponseWriter, r *http.Request, req *Reque
 
 // judgePart resolves fusion.judge ({provider, model} or {comboId}).
 func (g *Gateway) judgePart(s *Snapshot, c *services.Combo) (part, bool) {
-	f, _ := c.Config["fusion"].(map[string]any)
-	j, _ := f["judge"].(map[string]any)
-	if j == nil {
+	f := c.Config.Fusion
+	if f == nil || f.Judge == nil {
 		return part{}, false
 	}
-	if id, _ := j["comboId"].(string); id != "" {
-		if inner, ok := s.ComboByID(id); ok && inner.Enabled {
+	j := f.Judge
+	if j.ComboID != nil && *j.ComboID != "" {
+		if inner, ok := s.ComboByID(*j.ComboID); ok && inner.Enabled {
 			return part{name: "combo:" + inner.Name, route: Route{Combo: inner, Requested: inner.Name}}, true
 		}
 		return part{}, false
 	}
-	prov, _ := j["provider"].(string)
-	model, _ := j["model"].(string)
+	if j.Provider == nil || j.Model == nil {
+		return part{}, false
+	}
+	prov, model := *j.Provider, *j.Model
 	p, ok := s.Catalogue.Get(prov)
 	if !ok || model == "" {
 		return part{}, false
@@ -272,17 +274,20 @@ type fusionConfig struct {
 	hardTimeout    time.Duration
 }
 
-func fusionConfigOf(cfg map[string]any) fusionConfig {
+func fusionConfigOf(cfg *services.ComboConfig) fusionConfig {
 	fc := fusionConfig{minPanel: 2, stragglerGrace: 8 * time.Second, hardTimeout: 90 * time.Second}
-	f, _ := cfg["fusion"].(map[string]any)
-	if v, ok := f["minPanel"].(float64); ok && v >= 1 {
-		fc.minPanel = int(v)
+	f := cfg.Fusion
+	if f == nil {
+		return fc
 	}
-	if v, ok := f["stragglerGraceMs"].(float64); ok && v >= 0 {
-		fc.stragglerGrace = time.Duration(v) * time.Millisecond
+	if v := f.MinPanel; v != nil && *v >= 1 {
+		fc.minPanel = *v
 	}
-	if v, ok := f["panelHardTimeoutMs"].(float64); ok && v >= 1 {
-		fc.hardTimeout = time.Duration(v) * time.Millisecond
+	if v := f.StragglerGraceMs; v != nil && *v >= 0 {
+		fc.stragglerGrace = time.Duration(*v) * time.Millisecond
+	}
+	if v := f.PanelHardTimeoutMs; v != nil && *v >= 1 {
+		fc.hardTimeout = time.Duration(*v) * time.Millisecond
 	}
 	return fc
 }

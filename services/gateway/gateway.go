@@ -18,6 +18,7 @@ import (
 	"switchyard/services/quota"
 	"switchyard/services/resilience"
 	"switchyard/services/routing"
+	"switchyard/services/settings"
 	"switchyard/services/traffic"
 	"switchyard/services/translate"
 )
@@ -43,11 +44,11 @@ type Settings struct {
 	// RequestDeadline is routing.requestDeadlineMs: no dispatch starts
 	// later than this after receipt.
 	RequestDeadline time.Duration
-	// ComboDefaults is routing.comboDefaults as stored (the typed quota and
-	// auto strategy config layers over it); TaskFitness is
+	// ComboDefaults is routing.comboDefaults (the quota and auto strategy
+	// config and context relay layer combo.config over it); TaskFitness is
 	// routing.autoTaskFitness.
-	ComboDefaults map[string]any
-	TaskFitness   []services.TaskFitnessRule
+	ComboDefaults services.ComboConfig
+	TaskFitness   []settings.TaskFitnessRule
 }
 
 // ProviderStrategy overrides the account strategy of one provider.

@@ -36,27 +36,25 @@ type relayConfig struct {
 
 func relayConfigOf(set *Settings, c *services.Combo) relayConfig {
 	rc := relayConfig{threshold: 0.85, maxMessages: 30, ttl: 5 * time.Hour}
-	for _, layer := range []map[string]any{set.ComboDefaults, c.Config} {
-		m, _ := layer["contextRelay"].(map[string]any)
-		if v, ok := m["handoffThreshold"].(float64); ok {
-			rc.threshold = v
+	for _, layer := range [2]*services.ComboConfig{&set.ComboDefaults, &c.Config} {
+		m := layer.ContextRelay
+		if m == nil {
+			continue
 		}
-		if v, ok := m["handoffModel"].(string); ok && v != "" {
-			rc.model = v
+		if m.HandoffThreshold != nil {
+			rc.threshold = *m.HandoffThreshold
 		}
-		if v, ok := m["handoffProviders"].([]any); ok {
-			rc.providers = rc.providers[:0]
-			for _, p := range v {
-				if s, ok := p.(string); ok {
-					rc.providers = append(rc.providers, s)
-				}
-			}
+		if m.HandoffModel != nil && *m.HandoffModel != "" {
+			rc.model = *m.HandoffModel
 		}
-		if v, ok := m["maxMessagesForSummary"].(float64); ok && v >= 1 {
-			rc.maxMessages = int(v)
+		if m.HandoffProviders != nil {
+			rc.providers = m.HandoffProviders
 		}
-		if v, ok := m["handoffTtlMs"].(float64); ok && v >= 1 {
-			rc.ttl = time.Duration(v) * time.Millisecond
+		if v := m.MaxMessagesForSummary; v != nil && *v >= 1 {
+			rc.maxMessages = *v
+		}
+		if v := m.HandoffTtlMs; v != nil && *v >= 1 {
+			rc.ttl = time.Duration(*v) * time.Millisecond
 		}
 	}
 	return rc

@@ -6,8 +6,8 @@ import (
 	"reflect"
 	"testing"
 
-	"switchyard/services"
 	"switchyard/services/resilience"
+	"switchyard/services/settings"
 )
 
 // FuzzSettingsDocument (60-quality R14): whatever JSON a PATCH carries,
@@ -37,9 +37,9 @@ func FuzzSettingsDocument(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	res := resilience.ResilienceSpec(resilience.SettingsOptions{}, nil)
-	gen := services.GeneralSettingsSpec(services.GeneralSettingsOptions{})
+	gen := settings.GeneralSpec(settings.GeneralOptions{})
 	f.Fuzz(func(t *testing.T, body []byte) {
-		patch, err := services.DecodeSettingsPatch(body)
+		patch, err := settings.DecodePatch(body)
 		if err != nil {
 			return
 		}
@@ -48,7 +48,7 @@ func FuzzSettingsDocument(f *testing.F) {
 	})
 }
 
-func checkSettingsNormalIdempotent[T any](t *testing.T, spec services.SettingsDocSpec[T], patch map[string]any) {
+func checkSettingsNormalIdempotent[T any](t *testing.T, spec settings.Spec[T], patch map[string]any) {
 	t.Helper()
 	schema := spec.Schema
 	base, _ := schema.Effective(nil, nil)

@@ -15,6 +15,7 @@ import (
 
 	"switchyard/services"
 	"switchyard/services/resilience"
+	"switchyard/services/settings"
 )
 
 // ---- helpers ----
@@ -90,6 +91,8 @@ type stEnv struct {
 	env   map[string]string
 	opts  resilience.SettingsOptions
 	svc   *resilience.SettingsService
+	gen   *settings.Document[settings.General]
+	flags *settings.Flags
 }
 
 func newStEnv(t *testing.T, env map[string]string) *stEnv {
@@ -110,14 +113,20 @@ func newStEnv(t *testing.T, env map[string]string) *stEnv {
 	return e
 }
 
-// open (re)builds the service over the same store, as a restart would.
+// open (re)builds the service over the same store, as a restart would,
+// with the general document beside it for the feature flags.
 func (e *stEnv) open() {
 	e.t.Helper()
 	svc, err := resilience.NewSettingsService(context.Background(), e.store, e.opts)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.svc = svc
+	gen, err := settings.OpenGeneral(context.Background(), e.store, settings.GeneralOptions{Getenv: e.opts.Getenv, Logger: e.opts.Logger})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.svc, e.gen = svc, gen
+	e.flags = settings.NewFlags(svc.Flags(), settings.FlagsOf(gen, settings.GeneralFlags))
 }
 
 func (e *stEnv) patch(body string) resilience.Document {
@@ -538,12 +547,12 @@ func TestSettingsPatchRangesTypesAndCrossRules(t *testing.T) {
 func TestSettingsPatchRequestErrors(t *testing.T) {
 	e := newStEnv(t, nil)
 	ctx := context.Background()
-	if _, _, err := e.svc.PatchResilience(ctx, []byte(`{}`), ""); !errors.Is(err, services.ErrEmptySettingsPatch) {
+	if _, _, err := e.svc.PatchResilience(ctx, []byte(`{}`), ""); !errors.Is(err, settings.ErrEmptyPatch) {
 		t.Errorf("{}: %v", err)
 	}
 	for _, body := range []string{``, `{`, `[1]`, `{"a":1} {}`, `null`} {
 		_, _, err := e.svc.PatchResilience(ctx, []byte(body), "")
-		var jerr *services.SettingsJSONError
+		var jerr *settings.JSONError
 		if !errors.As(err, &jerr) {
 			t.Errorf("%q: %v, want a SettingsJSONError", body, err)
 		}
@@ -609,7 +618,7 @@ func TestSettingsIfMatch(t *testing.T) {
 		t.Fatalf("If-Match r0: rev %d err %v", rev, err)
 	}
 	_, _, err = e.svc.PatchResilience(ctx, []byte(`{"sessionAffinity": {"ttlMs": 1000}}`), `"r0"`)
-	if !errors.Is(err, services.ErrPreconditionFailed) {
+	if !errors.Is(err, settings.ErrPreconditionFailed) {
 		t.Fatalf("stale If-Match: %v", err)
 	}
 	if e.svc.Resilience().SessionAffinity.TTLMs != 60000 || e.svc.ResilienceSnapshot().Revision != 1 {
@@ -811,7 +820,7 @@ func TestSettingsStoredValuesThatNoLongerPassAreIgnored(t *testing.T) {
 
 func TestFeatureFlagsRoundTrip(t *testing.T) {
 	e := newStEnv(t, map[string]string{"PROVIDER_COOLDOWN_ENABLED": "true"})
-	flags := e.svc.Flags()
+	flags := e.flags.List()
 	keys := make([]string, len(flags))
 	for i, f := range flags {
 		keys[i] = f.Key
@@ -821,8 +830,8 @@ func TestFeatureFlagsRoundTrip(t *testing.T) {
 	if !slices.Equal(keys, wantKeys) {
 		t.Fatalf("keys %v", keys)
 	}
-	byKey := func(fl []resilience.FeatureFlag) map[string]resilience.FeatureFlag {
-		m := map[string]resilience.FeatureFlag{}
+	byKey := func(fl []settings.FeatureFlag) map[string]settings.FeatureFlag {
+		m := map[string]settings.FeatureFlag{}
 		for _, f := range fl {
 			m[f.Key] = f
 		}
@@ -843,7 +852,7 @@ func TestFeatureFlagsRoundTrip(t *testing.T) {
 		t.Errorf("logRequestBodies %+v", f)
 	}
 	ctx := context.Background()
-	flags, err := e.svc.PatchFlags(ctx, []byte(`{"modelLockout": true, "logRequestBodies": true, "providerCooldown": false, "waitForCooldown": false}`))
+	flags, err := e.flags.Patch(ctx, []byte(`{"modelLockout": true, "logRequestBodies": true, "providerCooldown": false, "waitForCooldown": false}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -853,11 +862,11 @@ func TestFeatureFlagsRoundTrip(t *testing.T) {
 			t.Errorf("%s: %+v", k, m[k])
 		}
 	}
-	if !e.svc.Resilience().ModelLockout.Enabled || !e.svc.General().Logging.CaptureBodies || e.svc.Resilience().ProviderCooldown.Enabled {
+	if !e.svc.Resilience().ModelLockout.Enabled || !(&e.gen.Current().Doc).Logging.CaptureBodies || e.svc.Resilience().ProviderCooldown.Enabled {
 		t.Fatal("flags are not views of the settings fields")
 	}
 	// null drops the stored value: env or default applies again.
-	flags, err = e.svc.PatchFlags(ctx, []byte(`{"modelLockout": null, "providerCooldown": null, "logRequestBodies": null}`))
+	flags, err = e.flags.Patch(ctx, []byte(`{"modelLockout": null, "providerCooldown": null, "logRequestBodies": null}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -867,33 +876,33 @@ func TestFeatureFlagsRoundTrip(t *testing.T) {
 		t.Fatalf("after null: %+v", m)
 	}
 	// Errors: every problem at once, keyed by flag; nothing stored.
-	resRev, genRev := e.svc.ResilienceSnapshot().Revision, e.svc.GeneralSnapshot().Revision
+	resRev, genRev := e.svc.ResilienceSnapshot().Revision, e.gen.Current().Revision
 	for body, want := range map[string]map[string]string{
 		`{"nope": true, "modelLockout": "yes", "waitForCooldown": 1}`: {"nope": "unknown field", "modelLockout": "must be true, false or null",
 			"waitForCooldown": "must be true, false or null"},
 		`{"emergencyFallback": true, "modelLockout": true, "logRequestBodies": true}`: {"emergencyFallback": "set emergencyFallback.target first"},
 	} {
-		_, err := e.svc.PatchFlags(ctx, []byte(body))
+		_, err := e.flags.Patch(ctx, []byte(body))
 		var verr *services.ValidationError
 		if !errors.As(err, &verr) || !reflect.DeepEqual(verr.Fields, want) {
 			t.Errorf("%s: %v %v, want %v", body, err, verr, want)
 		}
 	}
-	if e.svc.ResilienceSnapshot().Revision != resRev || e.svc.GeneralSnapshot().Revision != genRev || e.svc.Resilience().ModelLockout.Enabled {
+	if e.svc.ResilienceSnapshot().Revision != resRev || e.gen.Current().Revision != genRev || e.svc.Resilience().ModelLockout.Enabled {
 		t.Fatal("a refused flag PATCH stored something")
 	}
-	if _, err := e.svc.PatchFlags(ctx, []byte(`{}`)); !errors.Is(err, services.ErrEmptySettingsPatch) {
+	if _, err := e.flags.Patch(ctx, []byte(`{}`)); !errors.Is(err, settings.ErrEmptyPatch) {
 		t.Fatalf("{}: %v", err)
 	}
 	// With a target, the fallback can be switched on.
 	e.patch(`{"emergencyFallback": {"target": "fast"}}`)
-	flags, err = e.svc.PatchFlags(ctx, []byte(`{"emergencyFallback": true}`))
+	flags, err = e.flags.Patch(ctx, []byte(`{"emergencyFallback": true}`))
 	if err != nil || !byKey(flags)["emergencyFallback"].Value || !e.svc.Resilience().EmergencyFallback.Active() {
 		t.Fatalf("enable fallback: %v", err)
 	}
 	// waitForCooldown with maxRetries 0 cannot be turned on from the flag either.
 	e.patch(`{"waitForCooldown": {"maxRetries": 0}}`)
-	_, err = e.svc.PatchFlags(ctx, []byte(`{"waitForCooldown": true}`))
+	_, err = e.flags.Patch(ctx, []byte(`{"waitForCooldown": true}`))
 	var verr *services.ValidationError
 	if !errors.As(err, &verr) || !strings.Contains(verr.Fields["waitForCooldown"], "maxRetries") {
 		t.Fatalf("waitForCooldown on with maxRetries 0: %v", err)

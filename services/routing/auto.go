@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"switchyard/services"
+	"switchyard/services/settings"
 )
 
 // Auto scores every candidate on quota, health, cost, latency, task fit,
@@ -509,7 +509,7 @@ func weeklyBonus(w QuotaWindow, now time.Time, span time.Duration) float64 {
 // else 0.5. A pattern holding "/" is matched against "provider/model",
 // one without against the model id; "*" matches any run of characters and
 // case is ignored.
-func taskFit(rules []services.TaskFitnessRule, e *Entry, task string) float64 {
+func taskFit(rules []settings.TaskFitnessRule, e *Entry, task string) float64 {
 	if e.IsRef() {
 		return 0.5
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"switchyard/services"
+	"switchyard/services/settings"
 )
 
 // autoCase is the candidate set of the §10.14 cases: X =
@@ -203,7 +204,7 @@ func TestAutoTaskAndAffinity(t *testing.T) {
 	}
 	es, req := autoCase()
 	req.Task = TaskCode
-	req.TaskFitness = []services.TaskFitnessRule{
+	req.TaskFitness = []settings.TaskFitnessRule{
 		{ModelPattern: "claude-*", Task: TaskChat, Score: 0.1}, // other task
 		{ModelPattern: "Anthropic/*", Task: TaskCode, Score: 0.9},
 		{ModelPattern: "*", Task: TaskCode, Score: 0.2},

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"switchyard/services"
 )
 
 // QuotaWindow is one long quota window of a connection as the
@@ -132,87 +134,90 @@ func DefaultStrategyConfig() StrategyConfig {
 	}
 }
 
-// StrategyConfigFrom builds the typed config from config layers as stored
-// (JSON-decoded maps), lowest precedence first: typically
-// routing.comboDefaults, then combo.config. Each key (resetAware.tieBand,
-// auto.weights, …) comes from the last layer that sets it to a non-null
-// value; absent keys, nulls and values out of the §3 ranges fall through to
-// the built-in defaults. Nil layers are skipped.
-func StrategyConfigFrom(layers ...map[string]any) StrategyConfig {
+// StrategyConfigFrom builds the typed config from config layers, lowest
+// precedence first: typically routing.comboDefaults, then combo.config.
+// Each key (resetAware.tieBand, auto.weights, …) comes from the last layer
+// that sets it; absent keys and values out of the §3 ranges (a row stored
+// before a range changed) fall through to the built-in defaults. Nil layers
+// are skipped.
+func StrategyConfigFrom(layers ...*services.ComboConfig) StrategyConfig {
 	c := DefaultStrategyConfig()
 	for _, layer := range layers {
-		if ra, ok := layer["resetAware"].(map[string]any); ok {
-			setFloat(&c.ResetAware.FiveHourWeight, ra["fiveHourWeight"], 0, 1)
-			setFloat(&c.ResetAware.WeeklyWeight, ra["weeklyWeight"], 0, 1)
-			setPair(&c.ResetAware.FiveHourMix, ra["fiveHourMix"])
-			setPair(&c.ResetAware.WeeklyMix, ra["weeklyMix"])
-			setFloat(&c.ResetAware.GuardRemaining, ra["guardRemaining"], 0, 0.5)
-			setFloat(&c.ResetAware.TieBand, ra["tieBand"], 0, 0.5)
+		if layer == nil {
+			continue
 		}
-		if rw, ok := layer["resetWindow"].(map[string]any); ok {
-			if ws := windowList(rw["windows"]); ws != nil {
-				c.ResetWindow.Windows = ws
-			}
-			ms := float64(c.ResetWindow.TieBand / time.Millisecond)
-			if setFloat(&ms, rw["tieBandMs"], 0, 86_400_000) {
-				c.ResetWindow.TieBand = time.Duration(ms) * time.Millisecond
-			}
+		if ra := layer.ResetAware; ra != nil {
+			c.ResetAware.apply(ra)
 		}
-		if au, ok := layer["auto"].(map[string]any); ok {
-			if m, ok := au["weights"].(map[string]any); ok {
-				w := make(map[string]float64, len(m))
-				for k, v := range m {
-					if f, ok := v.(float64); ok && f >= 0 && !math.IsInf(f, 0) {
-						w[k] = f
-					}
-				}
-				c.Auto.Weights = w
-			}
-			if p, ok := au["modePack"].(string); ok {
-				if _, known := modePacks[p]; known {
-					c.Auto.ModePack = p
-				}
-			}
-			setFloat(&c.Auto.ExplorationRate, au["explorationRate"], 0, 0.5)
-			setFloat(&c.Auto.TieBand, au["tieBand"], 0, 0.5)
+		if rw := layer.ResetWindow; rw != nil {
+			c.ResetWindow.apply(rw)
+		}
+		if au := layer.Auto; au != nil {
+			c.Auto.apply(au)
 		}
 	}
 	return c
 }
 
-// setFloat stores v in *dst when it is a number in [lo, hi].
-func setFloat(dst *float64, v any, lo, hi float64) bool {
-	f, ok := v.(float64)
-	if !ok || !(f >= lo && f <= hi) {
-		return false
+func (c *ResetAwareConfig) apply(ra *services.ComboResetAware) {
+	setFloat(&c.FiveHourWeight, ra.FiveHourWeight, 0, 1)
+	setFloat(&c.WeeklyWeight, ra.WeeklyWeight, 0, 1)
+	setPair(&c.FiveHourMix, ra.FiveHourMix)
+	setPair(&c.WeeklyMix, ra.WeeklyMix)
+	setFloat(&c.GuardRemaining, ra.GuardRemaining, 0, 0.5)
+	setFloat(&c.TieBand, ra.TieBand, 0, 0.5)
+}
+
+func (c *ResetWindowConfig) apply(rw *services.ComboResetWindow) {
+	if ws := windowList(rw.Windows); ws != nil {
+		c.Windows = ws
 	}
-	*dst = f
-	return true
+	if v := rw.TieBandMs; v != nil && *v >= 0 && *v <= 86_400_000 {
+		c.TieBand = time.Duration(*v) * time.Millisecond
+	}
+}
+
+func (c *AutoConfig) apply(au *services.ComboAuto) {
+	if au.Weights != nil {
+		w := make(map[string]float64, len(au.Weights))
+		for k, f := range au.Weights {
+			if f >= 0 && !math.IsInf(f, 0) {
+				w[k] = f
+			}
+		}
+		c.Weights = w
+	}
+	if au.ModePack != nil {
+		if _, known := modePacks[*au.ModePack]; known {
+			c.ModePack = *au.ModePack
+		}
+	}
+	setFloat(&c.ExplorationRate, au.ExplorationRate, 0, 0.5)
+	setFloat(&c.TieBand, au.TieBand, 0, 0.5)
+}
+
+// setFloat stores *v in *dst when it is set and in [lo, hi].
+func setFloat(dst *float64, v *float64, lo, hi float64) {
+	if v != nil && *v >= lo && *v <= hi {
+		*dst = *v
+	}
 }
 
 // setPair stores a [a, b] pair of numbers in [0, 1].
-func setPair(dst *[2]float64, v any) {
-	arr, ok := v.([]any)
-	if !ok || len(arr) != 2 {
+func setPair(dst *[2]float64, v []float64) {
+	if len(v) != 2 || !(v[0] >= 0 && v[0] <= 1) || !(v[1] >= 0 && v[1] <= 1) {
 		return
 	}
-	a, okA := arr[0].(float64)
-	b, okB := arr[1].(float64)
-	if !okA || !okB || !(a >= 0 && a <= 1) || !(b >= 0 && b <= 1) {
-		return
-	}
-	*dst = [2]float64{a, b}
+	*dst = [2]float64{v[0], v[1]}
 }
 
 // windowList reads a non-empty list of long window names; nil when invalid.
-func windowList(v any) []string {
-	arr, ok := v.([]any)
-	if !ok || len(arr) == 0 {
+func windowList(v []string) []string {
+	if len(v) == 0 {
 		return nil
 	}
-	out := make([]string, 0, len(arr))
-	for _, x := range arr {
-		s, _ := x.(string)
+	out := make([]string, 0, len(v))
+	for _, s := range v {
 		switch s {
 		case Window5h, WindowDaily, WindowWeekly, WindowMonthly:
 			if !slices.Contains(out, s) {

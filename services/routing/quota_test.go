@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"switchyard/services"
 )
 
 // T is the "now" of the quota cases of 30-routing §10.10–10.12.
@@ -64,15 +66,18 @@ func TestStrategyConfigFrom(t *testing.T) {
 		got.Auto.Weights != nil || got.Auto.ModePack != "" {
 		t.Fatalf("defaults = %+v", got)
 	}
-	comboDefaults := map[string]any{
-		"resetAware":  map[string]any{"tieBand": 0.1, "guardRemaining": 0.2},
-		"resetWindow": map[string]any{"windows": []any{"5h"}},
-		"auto":        map[string]any{"modePack": "cost-saver", "explorationRate": 0.3},
+	f := func(v float64) *float64 { return &v }
+	s := func(v string) *string { return &v }
+	ms := func(v int64) *int64 { return &v }
+	comboDefaults := &services.ComboConfig{
+		ResetAware:  &services.ComboResetAware{TieBand: f(0.1), GuardRemaining: f(0.2)},
+		ResetWindow: &services.ComboResetWindow{Windows: []string{"5h"}},
+		Auto:        &services.ComboAuto{ModePack: s("cost-saver"), ExplorationRate: f(0.3)},
 	}
-	combo := map[string]any{
-		"resetAware":  map[string]any{"tieBand": 0.0, "fiveHourMix": []any{0.5, 0.5}, "weeklyWeight": nil},
-		"resetWindow": map[string]any{"windows": []any{"weekly", "5h"}, "tieBandMs": 1000.0},
-		"auto":        map[string]any{"weights": map[string]any{"quota": 1.0, "health": -1.0}, "explorationRate": 0.9},
+	combo := &services.ComboConfig{
+		ResetAware:  &services.ComboResetAware{TieBand: f(0.0), FiveHourMix: []float64{0.5, 0.5}},
+		ResetWindow: &services.ComboResetWindow{Windows: []string{"weekly", "5h"}, TieBandMs: ms(1000)},
+		Auto:        &services.ComboAuto{Weights: map[string]float64{"quota": 1.0, "health": -1.0}, ExplorationRate: f(0.9)},
 	}
 	got := StrategyConfigFrom(comboDefaults, nil, combo)
 	want := def
@@ -88,7 +93,7 @@ func TestStrategyConfigFrom(t *testing.T) {
 		t.Errorf("auto = %+v", got.Auto)
 	}
 	// Invalid windows fall through.
-	bad := StrategyConfigFrom(map[string]any{"resetWindow": map[string]any{"windows": []any{"hourly"}}})
+	bad := StrategyConfigFrom(&services.ComboConfig{ResetWindow: &services.ComboResetWindow{Windows: []string{"hourly"}}})
 	if !slices.Equal(bad.ResetWindow.Windows, []string{"weekly"}) {
 		t.Errorf("invalid windows accepted: %v", bad.ResetWindow.Windows)
 	}

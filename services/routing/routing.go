@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"switchyard/services"
+	"switchyard/services/settings"
 )
 
 // Entry is one element a strategy orders: a combo entry (entry-level
@@ -96,7 +97,7 @@ type Request struct {
 	// Task is the request's task for taskFit (TaskOf); "" counts as chat.
 	Task string
 	// TaskFitness is routing.autoTaskFitness.
-	TaskFitness []services.TaskFitnessRule
+	TaskFitness []settings.TaskFitnessRule
 	// SessionEntryID is the entry named by the request's session preference
 	// record (§6.4), "" when there is none (auto contextAffinity).
 	SessionEntryID string

@@ -1,4 +1,4 @@
-package services_test
+package settings_test
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"switchyard/services"
+	"switchyard/services/settings"
 )
 
 // gsMemStore is an in-memory services.SettingsStore with revisions.
@@ -47,15 +48,16 @@ type gsEnv struct {
 	t     *testing.T
 	store *gsMemStore
 	logs  *bytes.Buffer
-	doc   *services.SettingsDoc[services.GeneralSettings]
+	doc   *settings.Document[settings.General]
 }
 
 func newGSEnv(t *testing.T, env map[string]string) *gsEnv {
 	t.Helper()
 	e := &gsEnv{t: t, store: &gsMemStore{docs: map[string][]byte{}, revs: map[string]int64{}}, logs: &bytes.Buffer{}}
-	spec := services.GeneralSettingsSpec(services.GeneralSettingsOptions{KnownProvider: func(id string) bool { return id == "openai" || id == "codex" }})
-	doc, err := services.OpenSettingsDoc(context.Background(), e.store, spec, func(k string) string { return env[k] },
-		slog.New(slog.NewTextHandler(e.logs, nil)))
+	doc, err := settings.OpenGeneral(context.Background(), e.store, settings.GeneralOptions{
+		KnownProvider: func(id string) bool { return id == "openai" || id == "codex" },
+		Getenv:        func(k string) string { return env[k] },
+		Logger:        slog.New(slog.NewTextHandler(e.logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +65,7 @@ func newGSEnv(t *testing.T, env map[string]string) *gsEnv {
 	return e
 }
 
-func (e *gsEnv) patch(body string) services.GeneralSettings {
+func (e *gsEnv) patch(body string) settings.General {
 	e.t.Helper()
 	snap, err := e.doc.Patch(context.Background(), []byte(body), "")
 	if err != nil {
@@ -97,7 +99,7 @@ func TestGeneralSettingsDefaults(t *testing.T) {
 	 "cors": {"allowedOrigins": []},
 	 "translation": {"defaultMaxTokens": 4096},
 	 "logging": {"captureBodies": false, "captureMaxBytes": 32768, "retentionDays": 7}}`
-	for _, doc := range []services.GeneralSettings{services.DefaultGeneralSettings(), newGSEnv(t, nil).doc.Current().Doc} {
+	for _, doc := range []settings.General{settings.GeneralSpec(settings.GeneralOptions{}).Defaults(), newGSEnv(t, nil).doc.Current().Doc} {
 		b, _ := json.Marshal(doc)
 		var got, w any
 		_ = json.Unmarshal(b, &got)
@@ -154,9 +156,11 @@ func TestGeneralSettingsPatchMergesMapsPerKey(t *testing.T) {
 	// comboDefaults merge per key (nested groups too) and are validated like combo.config.
 	e.patch(`{"routing": {"comboDefaults": {"maxRetries": 2, "queue": {"depth": 5}}}}`)
 	d = e.patch(`{"routing": {"comboDefaults": {"queue": {"timeoutMs": 1000}, "maxRetries": null}}}`)
-	want := map[string]any{"queue": map[string]any{"depth": 5.0, "timeoutMs": 1000.0}}
+	depth, timeout := 5, int64(1000)
+	want := services.ComboConfig{Queue: &services.ComboQueue{Depth: &depth, TimeoutMs: &timeout}}
 	if !reflect.DeepEqual(d.Routing.ComboDefaults, want) {
-		t.Fatalf("comboDefaults %v", d.Routing.ComboDefaults)
+		b, _ := json.Marshal(d.Routing.ComboDefaults)
+		t.Fatalf("comboDefaults %s", b)
 	}
 	// Whole-field null.
 	d = e.patch(`{"routing": {"providerStrategies": null}}`)
@@ -203,48 +207,5 @@ func TestGeneralSettingsValidation(t *testing.T) {
 	}
 	if e.doc.Current().Revision != 0 {
 		t.Fatal("stored after a failed PATCH")
-	}
-}
-
-func TestSettingsPatchDecoding(t *testing.T) {
-	if _, err := services.DecodeSettingsPatch([]byte(`{}`)); !errors.Is(err, services.ErrEmptySettingsPatch) {
-		t.Errorf("{}: %v", err)
-	}
-	for _, b := range []string{``, `{`, `[]`, `"x"`, `{} x`} {
-		var jerr *services.SettingsJSONError
-		if _, err := services.DecodeSettingsPatch([]byte(b)); !errors.As(err, &jerr) {
-			t.Errorf("%q: %v", b, err)
-		}
-	}
-	m, err := services.DecodeSettingsPatch([]byte(`{"a": 12345678901234567}`))
-	if err != nil || m["a"].(json.Number).String() != "12345678901234567" {
-		t.Errorf("numbers must stay exact: %v %v", m, err)
-	}
-}
-
-func TestRevisionMatches(t *testing.T) {
-	for _, c := range []struct {
-		h    string
-		rev  int64
-		want bool
-	}{{"", 3, true}, {"*", 3, true}, {`"r3"`, 3, true}, {`W/"r3"`, 3, true}, {`"r1", "r3"`, 3, true},
-		{`"r2"`, 3, false}, {`"3"`, 3, false}, {`garbage`, 0, false}, {`"r0"`, 0, true}} {
-		if got := services.RevisionMatches(c.h, c.rev); got != c.want {
-			t.Errorf("RevisionMatches(%q, %d) = %v", c.h, c.rev, got)
-		}
-	}
-}
-
-func TestParseEnvBool(t *testing.T) {
-	for s, want := range map[string]bool{"true": true, "1": true, "on": true, "yes": true, " Yes ": true, "TRUE": true,
-		"false": false, "0": false, "off": false, "no": false} {
-		if v, ok := services.ParseEnvBool(s); !ok || v != want {
-			t.Errorf("%q → %v %v", s, v, ok)
-		}
-	}
-	for _, s := range []string{"", "2", "y", "enabled"} {
-		if _, ok := services.ParseEnvBool(s); ok {
-			t.Errorf("%q accepted", s)
-		}
 	}
 }
