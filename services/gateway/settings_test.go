@@ -55,7 +55,7 @@ func TestFromGeneralFollowsThePatchedDocument(t *testing.T) {
 	}
 	cfg := settings.NewDerived(doc, FromGeneral)
 	before := cfg.Get()
-	if _, err := doc.Patch(ctx, []byte(`{"routing": {"maxAttemptsPerRequest": 4, "requestDeadlineMs": 5000,
+	if _, err := doc.Patch(ctx, []byte(`{"routing": {"maxAttemptsPerRequest": 4, "requestDeadlineMs": 5000, "echoRequestedModel": true,
 	  "providerStrategies": {"openai": {"fallbackStrategy": "round-robin"}},
 	  "comboDefaults": {"maxRetries": 3, "queue": {"depth": 5}, "contextRelay": {"handoffModel": "m"}}},
 	  "limits": {"maxJsonDepth": 32}, "stream": {"keepaliveIdleMs": 0}}`), ""); err != nil {
@@ -66,7 +66,8 @@ func TestFromGeneralFollowsThePatchedDocument(t *testing.T) {
 		t.Fatal("not derived once per version")
 	}
 	set := &got.Settings
-	if set.MaxAttempts != 4 || set.RequestDeadline != 5*time.Second || set.KeepaliveIdle != 0 || got.Limits.MaxJSONDepth != 32 {
+	if set.MaxAttempts != 4 || set.RequestDeadline != 5*time.Second || set.KeepaliveIdle != 0 || !set.EchoRequestedModel ||
+		got.Limits.MaxJSONDepth != 32 {
 		t.Fatalf("settings %+v limits %+v", set, got.Limits)
 	}
 	if ps := set.ProviderStrategy["openai"]; ps.FallbackStrategy != "round-robin" || ps.StickyLimit != 0 {
