@@ -14,6 +14,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"switchyard/internal/testkit"
 	"switchyard/models"
 	"switchyard/services"
 )
@@ -96,15 +97,15 @@ func openPool(t *testing.T, path, txlock string, conns int) *gorm.DB {
 // revision moves by one. The compare-and-set has to be the write statement
 // itself: with a read, a check and a write, both writers pass the check —
 // on SQLite the loser then fails with SQLITE_BUSY instead of a conflict, on
-// a database without SQLite's write lock both writes land and one is lost.
+// PostgreSQL (READ COMMITTED) both writes land and one is lost.
 func TestPutSettingTwoWritersOneConflict(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		txlock string // how the pools begin transactions
 		pools  int    // 1: one process with two connections; 2: two processes
 	}{
-		{"two processes", "immediate", 2},
-		{"transactions that lock on first write", "deferred", 1},
+		{"sqlite/two processes", "immediate", 2},
+		{"sqlite/transactions that lock on first write", "deferred", 1},
 	} {
 		for _, base := range []int64{0, 1} {
 			t.Run(fmt.Sprintf("%s/base r%d", c.name, base), func(t *testing.T) {
@@ -113,73 +114,95 @@ func TestPutSettingTwoWritersOneConflict(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				seed := models.NewSettingsStore(db)
-				if base == 1 {
-					if _, err := seed.PutSetting(context.Background(), "general", []byte(`{"seed":true}`), 0); err != nil {
-						t.Fatal(err)
-					}
-				}
+				seedSetting(t, models.NewSettingsStore(db), base)
 				_ = models.Close(db)
-
-				stores := make([]*models.SettingsStore, 2)
 				first := openPool(t, path, c.txlock, 3-c.pools)
-				for i := range stores {
-					pool := first
-					if c.pools == 2 && i == 1 {
-						pool = openPool(t, path, c.txlock, 1)
-					}
-					stores[i] = models.NewSettingsStore(pool)
+				second := first
+				if c.pools == 2 {
+					second = openPool(t, path, c.txlock, 1)
 				}
-				b := newWriteBarrier(2)
-				var wg sync.WaitGroup
-				revs, errs := make([]int64, 2), make([]error, 2)
-				for i, st := range stores {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						w := &writerToken{b: b}
-						defer w.arrive() // a writer that fails before writing still lets the other one go
-						ctx := context.WithValue(context.Background(), barrierKey{}, w)
-						revs[i], errs[i] = st.PutSetting(ctx, "general", fmt.Appendf(nil, `{"writer":%d}`, i), base)
-					}()
-				}
-				wg.Wait()
-
-				won := -1
-				for i, err := range errs {
-					switch {
-					case err == nil && won < 0:
-						won = i
-					case err == nil:
-						t.Fatalf("both writers stored a document with base revision %d", base)
-					case !errors.Is(err, services.ErrConflict):
-						t.Fatalf("writer %d: %v, want services.ErrConflict", i, err)
-					}
-				}
-				if won < 0 {
-					t.Fatalf("no writer won: %v", errs)
-				}
-				if revs[won] != base+1 {
-					t.Fatalf("winner's revision %d, want %d", revs[won], base+1)
-				}
-				doc, rev, err := stores[0].GetSetting(context.Background(), "general")
-				if err != nil || rev != base+1 || string(doc) != fmt.Sprintf(`{"writer":%d}`, won) {
-					t.Fatalf("stored %s at r%d (%v), want writer %d's document at r%d", doc, rev, err, won, base+1)
-				}
+				raceTwoWriters(t, base, models.NewSettingsStore(first), models.NewSettingsStore(second))
 			})
 		}
+	}
+	for _, base := range []int64{0, 1} {
+		t.Run(fmt.Sprintf("postgres/two processes/base r%d", base), func(t *testing.T) {
+			dsn := testkit.PostgresSchema(t)
+			pools := make([]*gorm.DB, 2)
+			for i := range pools {
+				db, err := models.OpenPostgres(context.Background(), dsn, time.Now, models.PostgresOptions{MaxOpenConns: 2})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = models.Close(db) })
+				holdWrites(t, db)
+				pools[i] = db
+			}
+			seedSetting(t, models.NewSettingsStore(pools[0]), base)
+			raceTwoWriters(t, base, models.NewSettingsStore(pools[0]), models.NewSettingsStore(pools[1]))
+		})
+	}
+}
+
+// seedSetting stores revision 1 of "general" when base is 1.
+func seedSetting(t *testing.T, st *models.SettingsStore, base int64) {
+	t.Helper()
+	if base == 1 {
+		if _, err := st.PutSetting(context.Background(), "general", []byte(`{"seed":true}`), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// raceTwoWriters has both stores write "general" with expected revision
+// base, held at the barrier until both are about to write.
+func raceTwoWriters(t *testing.T, base int64, stores ...*models.SettingsStore) {
+	t.Helper()
+	b := newWriteBarrier(len(stores))
+	var wg sync.WaitGroup
+	revs, errs := make([]int64, len(stores)), make([]error, len(stores))
+	for i, st := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := &writerToken{b: b}
+			defer w.arrive() // a writer that fails before writing still lets the other one go
+			ctx := context.WithValue(context.Background(), barrierKey{}, w)
+			revs[i], errs[i] = st.PutSetting(ctx, "general", fmt.Appendf(nil, `{"writer":%d}`, i), base)
+		}()
+	}
+	wg.Wait()
+	won := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && won < 0:
+			won = i
+		case err == nil:
+			t.Fatalf("both writers stored a document with base revision %d", base)
+		case !errors.Is(err, services.ErrConflict):
+			t.Fatalf("writer %d: %v, want services.ErrConflict", i, err)
+		}
+	}
+	if won < 0 {
+		t.Fatalf("no writer won: %v", errs)
+	}
+	if revs[won] != base+1 {
+		t.Fatalf("winner's revision %d, want %d", revs[won], base+1)
+	}
+	doc, rev, err := stores[0].GetSetting(context.Background(), "general")
+	if err != nil || rev != base+1 || string(doc) != fmt.Sprintf(`{"writer":%d}`, won) {
+		t.Fatalf("stored %s at r%d (%v), want writer %d's document at r%d", doc, rev, err, won, base+1)
 	}
 }
 
 // A stale expected revision, or 0 for a key that exists, is a conflict and
 // changes nothing; the right one moves the revision by one.
 func TestPutSettingCompareAndSet(t *testing.T) {
+	testkit.Dialects(t, time.Now, testPutSettingCompareAndSet)
+}
+
+func testPutSettingCompareAndSet(t *testing.T, db *gorm.DB) {
 	ctx := context.Background()
-	db, err := models.Open(ctx, filepath.Join(t.TempDir(), "db.sqlite"), time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer models.Close(db)
 	st := models.NewSettingsStore(db)
 	if _, _, err := st.GetSetting(ctx, "k"); !errors.Is(err, services.ErrNotFound) {
 		t.Fatalf("absent key: %v", err)
