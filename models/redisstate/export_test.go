@@ -10,3 +10,9 @@ func Waiting(ctx context.Context, c *Client, prefix, conn string) int {
 	n, _ := c.rdb.ZCard(ctx, prefix+":slot:{"+conn+"}:wq").Result()
 	return int(n)
 }
+
+// QueueWaiting is the number of queued waiters of a request-queue key.
+func QueueWaiting(ctx context.Context, c *Client, prefix, key string) int {
+	n, _ := c.rdb.ZCard(ctx, prefix+":rq:{"+key+"}:wq").Result()
+	return int(n)
+}

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"switchyard/services"
 	"switchyard/services/traffic"
 )
 
@@ -22,6 +25,7 @@ type Slots struct {
 	c      *Client
 	prefix string
 	local  *traffic.Slots
+	cfg    func() traffic.SlotConfig
 	g      *grants
 	// poll is how often a waiter asks again without a release notice.
 	poll time.Duration
@@ -29,10 +33,16 @@ type Slots struct {
 	// available (metric switchyard_shared_state_fallback_total).
 	onFallback func(mechanism string)
 
-	subOnce sync.Once
-	mu      sync.Mutex
-	wake    map[string]chan struct{} // connection → closed on a release notice
+	mu   sync.Mutex
+	wake map[string]chan struct{} // connection → closed on a release notice
+	// held and waiting count this replica's shared grants and waiters per
+	// connection (Stats); the fleet-wide numbers are in Redis.
+	held    map[string]int
+	waiting map[string]int
+	limits  map[string]int
 }
+
+var _ traffic.SlotStore = (*Slots)(nil)
 
 // SlotsOptions configure Slots.
 type SlotsOptions struct {
@@ -47,6 +57,8 @@ type SlotsOptions struct {
 	Poll time.Duration
 	// OnFallback is called with "slots" for each local decision.
 	OnFallback func(mechanism string)
+	// Config returns the live connectionConcurrency settings (nil: defaults).
+	Config func() traffic.SlotConfig
 }
 
 // NewSlots returns the shared gates; local serves while Redis is down.
@@ -63,8 +75,109 @@ func NewSlots(c *Client, local *traffic.Slots, opts SlotsOptions) *Slots {
 	if opts.OnFallback == nil {
 		opts.OnFallback = func(string) {}
 	}
-	return &Slots{c: c, prefix: opts.Prefix, local: local, g: newGrants(c, opts.Replica, opts.GrantTTL),
-		poll: opts.Poll, onFallback: opts.OnFallback, wake: make(map[string]chan struct{})}
+	if opts.Config == nil {
+		opts.Config = traffic.DefaultSlotConfig
+	}
+	return &Slots{c: c, prefix: opts.Prefix, local: local, cfg: opts.Config, g: newGrants(c, opts.Replica, opts.GrantTTL),
+		poll: opts.Poll, onFallback: opts.OnFallback, wake: make(map[string]chan struct{}),
+		held: map[string]int{}, waiting: map[string]int{}, limits: map[string]int{}}
+}
+
+// Acquire implements traffic.SlotStore with the live settings.
+func (s *Slots) Acquire(ctx context.Context, connectionID string, limit int) (func(), bool, error) {
+	return s.AcquireWith(ctx, connectionID, limit, s.cfg())
+}
+
+func (s *Slots) count(m map[string]int, conn string, d int) {
+	s.mu.Lock()
+	m[conn] += d
+	if m[conn] <= 0 {
+		delete(m, conn)
+	}
+	s.mu.Unlock()
+}
+
+// Stats lists every connection gate this replica used: the local gates'
+// counters (fallback decisions and fail-open grants included) plus this
+// replica's shared grants and waiters.
+func (s *Slots) Stats() []traffic.SlotStats {
+	out := s.local.Stats()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := map[string]bool{}
+	for i := range out {
+		c := out[i].ConnectionID
+		seen[c] = true
+		out[i].InFlight += s.held[c]
+		out[i].Waiting += s.waiting[c]
+		if out[i].Limit == 0 {
+			out[i].Limit = s.limits[c]
+		}
+	}
+	for c, n := range s.held {
+		if !seen[c] {
+			seen[c] = true
+			out = append(out, traffic.SlotStats{ConnectionID: c, Limit: s.limits[c], InFlight: n, Waiting: s.waiting[c]})
+		}
+	}
+	for c, n := range s.waiting {
+		if !seen[c] {
+			out = append(out, traffic.SlotStats{ConnectionID: c, Limit: s.limits[c], Waiting: n})
+		}
+	}
+	slices.SortFunc(out, func(a, b traffic.SlotStats) int { return strings.Compare(a.ConnectionID, b.ConnectionID) })
+	return out
+}
+
+// Totals sums Stats.
+func (s *Slots) Totals() traffic.SlotTotals {
+	var t traffic.SlotTotals
+	for _, st := range s.Stats() {
+		t.InFlight += st.InFlight
+		t.Waiting += st.Waiting
+		t.FailOpenGrants.QueueFull += st.FailOpenGrants.QueueFull
+		t.FailOpenGrants.Timeout += st.FailOpenGrants.Timeout
+	}
+	return t
+}
+
+// Reset restarts the in-flight count of every gate this replica knows, in
+// Redis for the whole fleet and locally; requests already running continue.
+func (s *Slots) Reset(ctx context.Context) (int, error) {
+	n, err := s.local.Reset(ctx)
+	s.mu.Lock()
+	conns := make([]string, 0, len(s.limits))
+	for c := range s.limits {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		if err := s.resetShared(ctx, c); err != nil {
+			return n, err
+		}
+	}
+	return max(n, len(conns)), err
+}
+
+// ResetConnection is Reset for one connection.
+func (s *Slots) ResetConnection(ctx context.Context, connectionID string) (int, error) {
+	n, err := s.local.ResetConnection(ctx, connectionID)
+	if err != nil {
+		return n, err
+	}
+	if err := s.resetShared(ctx, connectionID); err != nil {
+		return n, err
+	}
+	return 1, nil
+}
+
+func (s *Slots) resetShared(ctx context.Context, conn string) error {
+	grants, _, _, _, _ := s.keys(conn)
+	err := s.c.call(ctx, func(ctx context.Context) error { return s.c.rdb.Del(ctx, grants).Err() })
+	if err != nil {
+		return fmt.Errorf("redisstate: reset slots of %s: %w", conn, services.ErrUnavailable)
+	}
+	return nil
 }
 
 // Run renews live grants and listens for releases until ctx ends.
@@ -133,13 +246,16 @@ func (s *Slots) AcquireWith(ctx context.Context, connectionID string, limit int,
 		depth = 0 // never queue: a saturated connection is at once a timeout
 	}
 	keys := []string{grants, waitq, waitexp, seq}
+	s.mu.Lock()
+	s.limits[connectionID] = limit
+	s.mu.Unlock()
 	res, err := s.c.run(ctx, slotAcquire, keys, id, limit, s.g.ttl.Milliseconds(), "", depth, waiterTTL.Milliseconds())
 	if err != nil {
 		return s.fallback(ctx, connectionID, limit, cfg, err)
 	}
 	switch asInt(res[0]) {
 	case 1:
-		return s.granted(id, grants, waitq, channel), false, nil
+		return s.granted(connectionID, id, grants, waitq, channel), false, nil
 	case -1:
 		cause := "queue_full"
 		if wait <= 0 {
@@ -149,6 +265,8 @@ func (s *Slots) AcquireWith(ctx context.Context, connectionID string, limit int,
 	}
 	// Queued: try again on every release notice, at least every poll, until
 	// the wait elapses or the client leaves.
+	s.count(s.waiting, connectionID, 1)
+	defer s.count(s.waiting, connectionID, -1)
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	leave := func() {
@@ -181,14 +299,14 @@ func (s *Slots) AcquireWith(ctx context.Context, connectionID string, limit int,
 		}
 		switch asInt(res[0]) {
 		case 1:
-			return s.granted(id, grants, waitq, channel), false, nil
+			return s.granted(connectionID, id, grants, waitq, channel), false, nil
 		case -2: // lapsed (a long pause): join again at the tail
 			res, err = s.c.run(ctx, slotAcquire, keys, id, limit, s.g.ttl.Milliseconds(), "", depth, waiterTTL.Milliseconds())
 			if err != nil {
 				return s.fallback(ctx, connectionID, limit, cfg, err)
 			}
 			if asInt(res[0]) == 1 {
-				return s.granted(id, grants, waitq, channel), false, nil
+				return s.granted(connectionID, id, grants, waitq, channel), false, nil
 			}
 			if asInt(res[0]) == -1 {
 				return s.refuse(connectionID, limit, "queue_full", int(asInt(res[2])), cfg)
@@ -198,12 +316,14 @@ func (s *Slots) AcquireWith(ctx context.Context, connectionID string, limit int,
 }
 
 // granted records a held slot and returns its idempotent release.
-func (s *Slots) granted(id, grants, waitq, channel string) func() {
+func (s *Slots) granted(conn, id, grants, waitq, channel string) func() {
 	s.g.hold(id, grants)
+	s.count(s.held, conn, 1)
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			s.g.drop(id)
+			s.count(s.held, conn, -1)
 			ctx, cancel := context.WithTimeout(context.Background(), s.c.opts.CallTimeout)
 			defer cancel()
 			// A failed release lapses with the grant's TTL.

@@ -3,6 +3,8 @@ package resilience
 import (
 	"cmp"
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -73,6 +75,10 @@ type WindowGate struct {
 	live    atomic.Int64 // len(entries), for the lock-free empty check
 	mu      sync.Mutex
 	entries map[string]*windowGateEntry
+
+	// counter, when set, counts provider-level failures for the fleet
+	// (UseCounter); nil counts in this process.
+	counter WindowCounter
 }
 
 // NewWindowGate builds an empty gate reading its settings through cfg at
@@ -232,7 +238,7 @@ func (g *WindowGate) deleteLocked(key string) {
 //
 // A failure landing while its entry is already cooling changes nothing
 // (episode rule, BD 3): it neither counts nor moves the deadline.
-func (g *WindowGate) RecordFinalFailure(_ context.Context, provider string, profile Profile, connectionID string, reason Reason, perModelQuota500 bool) error {
+func (g *WindowGate) RecordFinalFailure(ctx context.Context, provider string, profile Profile, connectionID string, reason Reason, perModelQuota500 bool) error {
 	feeds, waitable := windowGateTriggers(reason)
 	if !feeds || perModelQuota500 {
 		return nil
@@ -240,6 +246,9 @@ func (g *WindowGate) RecordFinalFailure(_ context.Context, provider string, prof
 	cfg := g.config()
 	if !cfg.Enabled {
 		return nil
+	}
+	if g.counter != nil && connectionID == "" {
+		return g.recordShared(ctx, cfg, provider, profile, waitable)
 	}
 	g.recordFinalFailure(cfg, provider, profile, connectionID, waitable)
 	return nil
@@ -277,11 +286,10 @@ func (g *WindowGate) recordFinalFailure(cfg WindowGateConfig, provider string, p
 // even with the gate disabled — the rule is the opt-in. It never shortens a
 // running rule cooldown. Such a cooldown is not waitable, since the rule's
 // reason is not known here.
-func (g *WindowGate) ProviderScope(_ context.Context, provider string, profile Profile, cooldownMs int64) error {
+func (g *WindowGate) ProviderScope(ctx context.Context, provider string, profile Profile, cooldownMs int64) error {
 	cfg := g.config()
 	now := g.clock.Now()
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	e := g.entryLocked(cfg, now, provider, "", profile)
 	if cooldownMs <= 0 {
 		cooldownMs = g.profileCfg(cfg, e.profile).CooldownMs
@@ -290,6 +298,12 @@ func (g *WindowGate) ProviderScope(_ context.Context, provider string, profile P
 		e.ruleUntil = until
 	}
 	e.lastEventAt = now
+	g.mu.Unlock()
+	if g.counter != nil {
+		if _, err := g.counter.CloseProvider(ctx, provider, time.Duration(cooldownMs)*time.Millisecond); err != nil {
+			return fmt.Errorf("resilience: shared window gate of %s: %w", provider, errors.Join(err, services.ErrUnavailable))
+		}
+	}
 	return nil
 }
 
@@ -297,14 +311,18 @@ func (g *WindowGate) ProviderScope(_ context.Context, provider string, profile P
 // target pinned one, else ""). It empties the provider's failure window and
 // zeroes the connection's count, which ends a connection-level cooldown; a
 // running provider-level cooldown keeps its deadline.
-func (g *WindowGate) Success(_ context.Context, provider, connectionID string) error {
+func (g *WindowGate) Success(ctx context.Context, provider, connectionID string) error {
 	if g.live.Load() == 0 {
 		return nil
 	}
 	now := g.clock.Now()
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	shared := false
 	if e := g.entries[provider]; e != nil {
+		// The fleet's window holds failures this mirror knows of: a success
+		// here empties it for every replica (after the lock: Block must
+		// never wait for Redis).
+		shared = g.counter != nil && len(e.failures) > 0
 		e.failures = e.failures[:0]
 		if !now.Before(e.gateUntil) && !now.Before(e.ruleUntil) {
 			g.deleteLocked(provider) // nothing left to remember
@@ -314,6 +332,12 @@ func (g *WindowGate) Success(_ context.Context, provider, connectionID string) e
 		key := windowGateKey(provider, connectionID)
 		if g.entries[key] != nil {
 			g.deleteLocked(key)
+		}
+	}
+	g.mu.Unlock()
+	if shared {
+		if err := g.counter.ClearWindow(ctx, provider); err != nil {
+			return fmt.Errorf("resilience: shared window gate of %s: %w", provider, errors.Join(err, services.ErrUnavailable))
 		}
 	}
 	return nil
@@ -391,12 +415,17 @@ func (g *WindowGate) Entries() []WindowGateStatus {
 
 // Clear drops every entry (POST /api/resilience/reset) and returns how many
 // were cooling or held failures.
-func (g *WindowGate) Clear(context.Context) (int, error) {
+func (g *WindowGate) Clear(ctx context.Context) (int, error) {
 	n := len(g.Entries())
 	g.mu.Lock()
 	clear(g.entries)
 	g.live.Store(0)
 	g.mu.Unlock()
+	if g.counter != nil {
+		if err := g.counter.ClearAll(ctx); err != nil {
+			return n, fmt.Errorf("resilience: clear the shared window gate: %w", errors.Join(err, services.ErrUnavailable))
+		}
+	}
 	return n, nil
 }
 

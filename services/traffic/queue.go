@@ -429,18 +429,24 @@ func (q *Queues) startLocked(kq *keyQueue, now time.Time) Ticket {
 // refuseLocked counts a refusal of kq and builds its error.
 func (q *Queues) refuseLocked(kq *keyQueue, code string, retryAfter time.Duration) *LimitError {
 	q.countLocked(kq.key, code)
-	e := &LimitError{Code: code, RetryAfter: retryAfter, Key: kq.key}
+	return queueRefusal(kq.key, code, kq.waiters.Len(), kq.cfg, retryAfter)
+}
+
+// queueRefusal is the error of a refused admission of key: the queue holds
+// waiting requests, cfg the key's effective settings.
+func queueRefusal(key, code string, waiting int, cfg QueueConfig, retryAfter time.Duration) *LimitError {
+	e := &LimitError{Code: code, RetryAfter: retryAfter, Key: key}
 	switch code {
 	case CodeQueueFull:
 		e.Status = 429
 		e.Message = fmt.Sprintf("Switchyard's own request queue for %s holds %d waiting requests "+
 			"(requestQueue.maxQueueDepth = %d); this is not an upstream rejection",
-			displayKey(kq.key), kq.waiters.Len(), kq.cfg.MaxQueueDepth)
+			displayKey(key), waiting, cfg.MaxQueueDepth)
 	case CodeQueueTimeout:
 		e.Status = 503
 		e.Message = fmt.Sprintf("The request waited in Switchyard's own request queue for %s longer than "+
 			"requestQueue.queueWaitMs = %d; this is not an upstream rejection",
-			displayKey(kq.key), kq.cfg.QueueWaitMs)
+			displayKey(key), cfg.QueueWaitMs)
 	}
 	return e
 }

@@ -1,0 +1,295 @@
+package redisstate
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"switchyard/services"
+	"switchyard/services/traffic"
+)
+
+// Queues is the request queue of rate-limit protection shared by the fleet
+// (20-resilience §10; scale-out §3.4 row 9): per limiter key one token
+// bucket, one minimum spacing between send starts, one cap on executing
+// requests, one FIFO of waiters and one learned throttle for every replica,
+// decided by one script per admission attempt on the Redis server's clock.
+// The local *traffic.Queues stays the source of learned limits (it parses
+// the upstream headers and persists them), keeps the counters, and answers
+// every admission while Redis is unavailable (limits per replica then).
+type Queues struct {
+	c      *Client
+	prefix string
+	local  *traffic.Queues
+	g      *grants
+	poll   time.Duration
+	// onFallback counts a local decision taken because Redis was unavailable.
+	onFallback func(mechanism string)
+
+	mu   sync.Mutex
+	wake map[string]chan struct{}
+}
+
+var _ traffic.RateStore = (*Queues)(nil)
+
+// QueuesOptions configure Queues; see SlotsOptions.
+type QueuesOptions struct {
+	Prefix     string
+	Replica    string
+	GrantTTL   time.Duration
+	Poll       time.Duration
+	OnFallback func(mechanism string)
+}
+
+// NewQueues returns the shared queues over local.
+func NewQueues(c *Client, local *traffic.Queues, opts QueuesOptions) *Queues {
+	if opts.Prefix == "" {
+		opts.Prefix = "sy"
+	}
+	if opts.GrantTTL <= 0 {
+		opts.GrantTTL = 30 * time.Second
+	}
+	if opts.Poll <= 0 {
+		opts.Poll = 100 * time.Millisecond
+	}
+	if opts.OnFallback == nil {
+		opts.OnFallback = func(string) {}
+	}
+	return &Queues{c: c, prefix: opts.Prefix, local: local, g: newGrants(c, opts.Replica, opts.GrantTTL),
+		poll: opts.Poll, onFallback: opts.OnFallback, wake: map[string]chan struct{}{}}
+}
+
+// Run renews running grants and listens for releases until ctx ends.
+func (q *Queues) Run(ctx context.Context) {
+	go q.listen(ctx)
+	q.g.run(ctx)
+}
+
+func (q *Queues) keys(key string) (state, running, waitq, waitexp, seq, channel string) {
+	base := q.prefix + ":rq:{" + key + "}"
+	return base, base + ":run", base + ":wq", base + ":we", base + ":seq", q.prefix + ":rqfree:" + key
+}
+
+func (q *Queues) listen(ctx context.Context) {
+	prefix := q.prefix + ":rqfree:"
+	for ctx.Err() == nil {
+		sub := q.c.rdb.PSubscribe(ctx, prefix+"*")
+		for msg := range sub.Channel(redis.WithChannelHealthCheckInterval(5 * time.Second)) {
+			q.notify(msg.Channel[len(prefix):])
+		}
+		sub.Close()
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (q *Queues) notify(key string) {
+	q.mu.Lock()
+	if w, ok := q.wake[key]; ok {
+		close(w)
+		delete(q.wake, key)
+	}
+	q.mu.Unlock()
+}
+
+func (q *Queues) waitChan(key string) chan struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	w, ok := q.wake[key]
+	if !ok {
+		w = make(chan struct{})
+		q.wake[key] = w
+	}
+	return w
+}
+
+// learnedArgs returns the spacing and throttle the local learned limits
+// impose on key, for the script.
+func (q *Queues) learnedArgs(key string) (minTimeMs int64) {
+	minTime, _, _, _, _ := q.local.LearnedThrottle(key)
+	return minTime.Milliseconds()
+}
+
+// Admit implements traffic.RateStore: it waits until the fleet's limiter for
+// key lets the request be dispatched.
+func (q *Queues) Admit(ctx context.Context, key string, cfg traffic.QueueConfig) (traffic.Ticket, error) {
+	if err := ctx.Err(); err != nil {
+		return traffic.Ticket{}, err
+	}
+	state, running, waitq, waitexp, seq, channel := q.keys(key)
+	keys := []string{state, running, waitq, waitexp, seq}
+	id := q.g.newID()
+	var dwellEnd time.Time
+	if cfg.QueueWaitMs > 0 {
+		dwellEnd = time.Now().Add(time.Duration(cfg.QueueWaitMs) * time.Millisecond)
+	}
+	waiterTTL := max(10*q.poll, 5*time.Second)
+	spacing := max(cfg.MinTimeBetweenRequestsMs, q.learnedArgs(key))
+	waiter := ""
+	leave := func() {
+		if waiter == "" {
+			return
+		}
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.c.opts.CallTimeout)
+		_, _ = q.c.run(lctx, leaveWait, []string{waitq, waitexp, channel}, waiter)
+		cancel()
+	}
+	for {
+		res, err := q.c.run(ctx, queueDecide, keys, cfg.RequestsPerMinute, spacing, cfg.ConcurrentRequests,
+			cfg.MaxQueueDepth, id, q.g.ttl.Milliseconds(), waiter, waiterTTL.Milliseconds())
+		if err != nil {
+			if ctx.Err() != nil {
+				leave()
+				return traffic.Ticket{}, ctx.Err()
+			}
+			if errors.Is(err, ErrDegraded) {
+				q.onFallback("request_queue")
+				return q.local.Admit(ctx, key, cfg)
+			}
+			return traffic.Ticket{}, err
+		}
+		switch asInt(res[0]) {
+		case 1:
+			q.g.hold(id, running)
+			owner := &queueTicket{q: q, key: key, grant: id, running: running, waitq: waitq, channel: channel}
+			return traffic.NewTicket(owner, q.local.Now(), time.Duration(cfg.MaxWaitMs)*time.Millisecond), nil
+		case -1:
+			return traffic.Ticket{}, q.local.Refuse(key, traffic.CodeQueueFull, int(asInt(res[3])), cfg)
+		case -2:
+			waiter = "" // lapsed: join again at the tail
+			continue
+		}
+		waiter = id
+		delay := time.Duration(asInt(res[1])) * time.Millisecond
+		if delay <= 0 || delay > q.poll {
+			delay = q.poll
+		}
+		if !dwellEnd.IsZero() {
+			left := time.Until(dwellEnd)
+			if left <= 0 {
+				leave()
+				return traffic.Ticket{}, q.local.Refuse(key, traffic.CodeQueueTimeout, int(asInt(res[3])), cfg)
+			}
+			delay = min(delay, left)
+		}
+		wake := q.waitChan(key)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			leave()
+			return traffic.Ticket{}, ctx.Err()
+		case <-wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// queueTicket is the TicketOwner of a shared admission.
+type queueTicket struct {
+	q                       *Queues
+	key, grant              string
+	running, waitq, channel string
+}
+
+func (t *queueTicket) TicketKey() string { return t.key }
+
+func (t *queueTicket) TicketDone() {
+	t.q.g.drop(t.grant)
+	ctx, cancel := context.WithTimeout(context.Background(), t.q.c.opts.CallTimeout)
+	defer cancel()
+	_, _ = t.q.c.run(ctx, slotRelease, []string{t.running, t.waitq, t.channel}, t.grant)
+}
+
+func (t *queueTicket) TicketTimedOut() { t.q.local.CountTimeout(t.key) }
+
+// Learn feeds the local learned limits (parsed and persisted there) and
+// shares what they impose now with the fleet.
+func (q *Queues) Learn(ctx context.Context, key string, h http.Header) error {
+	if err := q.local.Learn(ctx, key, h); err != nil {
+		return err
+	}
+	return q.share(ctx, key)
+}
+
+// LearnRateLimited is Learn for an upstream 429.
+func (q *Queues) LearnRateLimited(ctx context.Context, key string, h http.Header) error {
+	if err := q.local.LearnRateLimited(ctx, key, h); err != nil {
+		return err
+	}
+	return q.share(ctx, key)
+}
+
+// share writes key's learned throttle to Redis, where every replica's
+// admissions read it. It runs only when the headers taught something.
+func (q *Queues) share(ctx context.Context, key string) error {
+	minTime, until, budget, throttled, ok := q.local.LearnedThrottle(key)
+	if !ok {
+		return nil
+	}
+	var untilMs int64
+	if throttled {
+		untilMs = until.UnixMilli()
+	}
+	state, _, _, _, _, _ := q.keys(key)
+	ctx = context.WithoutCancel(ctx) // the response is decided; its client may be gone
+	_, err := q.c.run(ctx, queueLearn, []string{state}, q.local.Now().UnixMilli(), minTime.Milliseconds(), untilMs, budget)
+	if err != nil {
+		q.onFallback("request_queue")
+		return errors.Join(err, services.ErrUnavailable)
+	}
+	return nil
+}
+
+// Effective returns the live global settings with a connection's overrides.
+func (q *Queues) Effective(o services.RateLimitOverrides) traffic.QueueConfig {
+	return q.local.Effective(o)
+}
+
+// Reconfigure applies changed global settings to live local limiters (the
+// shared ones read the settings at every admission).
+func (q *Queues) Reconfigure() { q.local.Reconfigure() }
+
+// Reset clears learned throttles and limiters locally and for the fleet.
+func (q *Queues) Reset(ctx context.Context) (int, error) {
+	n, err := q.local.Reset(ctx)
+	if err != nil {
+		return n, err
+	}
+	return n, q.deleteShared(ctx, q.prefix+":rq:{*")
+}
+
+// ResetConnection is Reset for the keys of one connection.
+func (q *Queues) ResetConnection(ctx context.Context, connectionID string) (int, error) {
+	n, err := q.local.ResetConnection(ctx, connectionID)
+	if err != nil {
+		return n, err
+	}
+	return n, q.deleteShared(ctx, q.prefix+":rq:{*:"+connectionID+"*")
+}
+
+func (q *Queues) deleteShared(ctx context.Context, pattern string) error {
+	return q.c.call(ctx, func(ctx context.Context) error {
+		iter := q.c.rdb.Scan(ctx, 0, pattern, 256).Iterator()
+		var batch []string
+		for iter.Next(ctx) {
+			batch = append(batch, iter.Val())
+		}
+		if err := iter.Err(); err != nil || len(batch) == 0 {
+			return err
+		}
+		return q.c.rdb.Del(ctx, batch...).Err()
+	})
+}
+
+// Stats, Totals and Learned are this replica's view.
+func (q *Queues) Stats() []traffic.QueueStats     { return q.local.Stats() }
+func (q *Queues) Totals() traffic.QueueTotals     { return q.local.Totals() }
+func (q *Queues) Learned() []traffic.LearnedLimit { return q.local.Learned() }
