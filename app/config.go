@@ -33,6 +33,15 @@ type Config struct {
 	// URL switches every store to that shared PostgreSQL database, so several
 	// replicas serve one fleet. Empty = the embedded SQLite file in DataDir.
 	DatabaseURL string
+	// RedisURL is --redis-url / SWITCHYARD_REDIS_URL: a redis:// or rediss://
+	// server (Redis or Valkey) that makes the live limits fleet-wide —
+	// max_concurrent slots, per-key limits, the request queue and the
+	// window gate. Needs DatabaseURL. Empty = limits per replica.
+	RedisURL string
+	// RedisGrantTTLMs is SWITCHYARD_REDIS_GRANT_TTL_MS: how long a slot or
+	// concurrency grant lives in Redis without renewal, so a crashed
+	// replica's grants lapse within it. Default 30000; range 2000–300000.
+	RedisGrantTTLMs int64
 	// ReplicaID names this process in the health report and logs of a
 	// shared deployment (SWITCHYARD_REPLICA_ID; default host-pid).
 	ReplicaID string
@@ -60,6 +69,7 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 	fs.StringVar(&cfg.DataDir, "data-dir", envOr(getenv, "SWITCHYARD_DATA_DIR", "./data"), "directory for the database and secret key")
 	fs.BoolVar(&cfg.Demo, "demo", false, "start an in-process fake upstream with demo connections, combo and keys")
 	fs.StringVar(&cfg.DatabaseURL, "database-url", getenv("SWITCHYARD_DATABASE_URL"), "postgres:// URL of a shared database (default: embedded SQLite in --data-dir)")
+	fs.StringVar(&cfg.RedisURL, "redis-url", getenv("SWITCHYARD_REDIS_URL"), "redis:// URL of a Redis or Valkey server for fleet-wide limits (needs --database-url)")
 	fs.StringVar(&cfg.PrivateUpstreams, "allow-private-upstreams", getenv("SWITCHYARD_PRIVATE_UPSTREAMS"), "comma-separated host:port or CIDR entries non-local providers may reach although private")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, fmt.Errorf("flags: %w", err)
@@ -73,6 +83,15 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 	cfg.PprofAddr = getenv("SWITCHYARD_PPROF_ADDR")
 	cfg.ReplicaID = getenv("SWITCHYARD_REPLICA_ID")
 	var problems []error
+	cfg.RedisGrantTTLMs = 30_000
+	if v := getenv("SWITCHYARD_REDIS_GRANT_TTL_MS"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 2000 || n > 300_000 {
+			problems = append(problems, fmt.Errorf("SWITCHYARD_REDIS_GRANT_TTL_MS: %q is not a number of milliseconds from 2000 to 300000", v))
+		} else {
+			cfg.RedisGrantTTLMs = n
+		}
+	}
 	cfg.LogRetentionDays = 7
 	if v := getenv("SWITCHYARD_LOG_RETENTION_DAYS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -135,10 +154,24 @@ func (c Config) Shared() bool { return c.DatabaseURL != "" }
 // validateShared checks the shared-database configuration. Every message
 // names the variable, so a typo in a deployment manifest is found at once.
 func (c *Config) validateShared() []error {
-	if c.DatabaseURL == "" {
-		return nil
-	}
 	var problems []error
+	if c.RedisURL != "" {
+		u, err := url.Parse(c.RedisURL)
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Errorf("SWITCHYARD_REDIS_URL (--redis-url): not a URL: %v", redactURLError(err)))
+		case u.Scheme != "redis" && u.Scheme != "rediss":
+			problems = append(problems, fmt.Errorf("SWITCHYARD_REDIS_URL (--redis-url): unknown scheme %q; use redis://host:6379/0 or rediss:// (Redis or Valkey)", u.Scheme))
+		case u.Host == "":
+			problems = append(problems, errors.New("SWITCHYARD_REDIS_URL (--redis-url): name the server, e.g. redis://cache.internal:6379/0"))
+		}
+		if c.DatabaseURL == "" {
+			problems = append(problems, errors.New("SWITCHYARD_REDIS_URL (--redis-url): needs SWITCHYARD_DATABASE_URL: Redis shares the limits of several replicas, which must share one PostgreSQL database (SQLite cannot be shared)"))
+		}
+	}
+	if c.DatabaseURL == "" {
+		return problems
+	}
 	u, err := url.Parse(c.DatabaseURL)
 	switch {
 	case err != nil:

@@ -59,7 +59,7 @@ func (s *Server) newHandlers() *handlerSet {
 		combosAPI:      &handlers.CombosAPI{API: api, Combos: s.combos, Tester: s.gateway, Explainer: s.gateway},
 		keysAPI:        &handlers.KeysAPI{API: api, Keys: s.keys},
 		resilienceAPI:  &handlers.ResilienceAPI{API: api, Status: s.status, Engine: s.resilience, Catalogue: s.conns},
-		trafficAPI: &handlers.TrafficAPI{API: api, Status: s.status, Queues: s.queues, Slots: s.slots, Leases: s.leases,
+		trafficAPI: &handlers.TrafficAPI{API: api, Status: s.status, Queues: s.rateStore, Slots: s.slotStore, Leases: s.leases,
 			Keys: s.keys, Pins: s.pins},
 		settingsAPI: &handlers.SettingsAPI{API: api, Resilience: s.settingDocs.Resilience.Document(), General: s.settingDocs.General,
 			Flags: s.settingDocs.Flags},
@@ -76,7 +76,7 @@ func (s *Server) newHandlers() *handlerSet {
 			Gates: s.resilience, Dispatch: s.gateway, Tester: s.gateway, Explainer: s.gateway, Clock: s.clock},
 		keys: &handlers.Keys{Layout: layout, Keys: s.keys, Combos: s.combos, Conns: s.conns, Clock: s.clock},
 		runtime: &handlers.Runtime{Layout: layout, Status: s.status, Engine: s.resilience, Catalogue: s.conns,
-			LeaseAdmin: s.leases, QueueStats: s.queues, SlotStats: s.slots, Keys: s.keys, Clock: s.clock},
+			LeaseAdmin: s.leases, QueueStats: s.rateStore, SlotStats: s.slotStore, Keys: s.keys, Clock: s.clock},
 		healthPage: &handlers.Health{Layout: layout, Reports: s, Clock: s.clock},
 		resilience: &handlers.ResilienceSettings{Layout: layout, Settings: s.settingsSvc.Document(), Lockouts: s.resilience, Catalogue: s.conns},
 		flags:      &handlers.Flags{Layout: layout, Flags: s.settingDocs.Flags, Settings: s.settingsSvc, Combos: s.combos, Conns: s.conns},
@@ -91,7 +91,7 @@ func (s *Server) newHandlers() *handlerSet {
 func (s *Server) newMonitor() *resilience.Monitor {
 	return resilience.NewMonitor(s.resilience, resilience.StatusSources{
 		Connections: func() []services.Connection { return s.gateway.Registry().Snapshot().All() },
-		Traffic:     trafficReader{slots: s.slots, queues: s.queues},
+		Traffic:     trafficReader{slots: s.slotStore, queues: s.rateStore},
 		Quota:       s.gateway,
 	})
 }
@@ -99,8 +99,8 @@ func (s *Server) newMonitor() *resilience.Monitor {
 // trafficReader reads slot use and queued requests per connection for the
 // read model.
 type trafficReader struct {
-	slots  *traffic.Slots
-	queues *traffic.Queues
+	slots  traffic.SlotStore
+	queues traffic.RateStore
 }
 
 func (t trafficReader) SlotUse() map[string]resilience.SlotUse {

@@ -46,7 +46,26 @@ func (s *Server) HealthReport(ctx context.Context) health.Report {
 	r := health.Build(health.Facts{Now: now, StartedAt: s.startedAt, Version: Version, KeyID: s.keyring.KeyID(),
 		Listen: s.listenAddr.Load().(string), Demo: s.cfg.Demo, Database: db,
 		Runtime:    health.Runtime{GoVersion: runtime.Version(), Goroutines: runtime.NumGoroutine(), HeapInuseBytes: ms.HeapInuse},
-		RequestLog: health.RequestLog{QueueDepth: st.QueueDepth, Dropped: st.Dropped}, Resilience: s.status.Snapshot()})
+		RequestLog: health.RequestLog{QueueDepth: st.QueueDepth, Dropped: st.Dropped}, Resilience: s.status.Snapshot(),
+		Shared: s.sharedFacts()})
 	s.health.at, s.health.value = now, r
 	return r
+}
+
+// sharedFacts is the shared-state section of the health report.
+func (s *Server) sharedFacts() health.Shared {
+	if !s.cfg.Shared() {
+		return health.Shared{Mode: health.ModeEmbedded, Redis: health.RedisOff, Limits: health.LimitsPerReplica}
+	}
+	f := health.Shared{Mode: health.ModeShared, Redis: health.RedisOff, Limits: health.LimitsPerReplica}
+	if s.shared != nil {
+		f.Replica = s.shared.replica
+	}
+	if s.redis != nil {
+		f.Redis, f.Limits = health.RedisUp, health.LimitsFleet
+		if s.redis.Degraded() {
+			f.Redis, f.Limits = health.RedisDegraded, health.LimitsPerReplica
+		}
+	}
+	return f
 }

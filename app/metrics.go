@@ -35,6 +35,7 @@ type metrics struct {
 	waits              *prometheus.CounterVec
 	storeErrors        *prometheus.CounterVec
 	feedErrors         *prometheus.CounterVec
+	sharedFallbacks    *prometheus.CounterVec
 	// usage is when each connection last served a request successfully.
 	usage *connUsage
 	// log receives one line per store error (set by the server).
@@ -61,7 +62,9 @@ func newMetrics() *metrics {
 		Help: "Writes of state that failed after the answer was decided (memory kept the value), by store."}, []string{"store"})
 	m.feedErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_change_feed_errors_total",
 		Help: "Caches that could not apply a config or settings change, by kind."}, []string{"kind"})
-	m.reg.MustRegister(m.storeErrors, m.feedErrors, m.waits, m.emergency, m.attempts, m.failures, m.failovers, m.excluded, m.poolExhausted, m.ttfb, m.httpRequests, m.httpDuration,
+	m.sharedFallbacks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_shared_state_fallback_total",
+		Help: "Decisions of a fleet-wide limit taken by this replica alone because Redis was unavailable, by mechanism."}, []string{"mechanism"})
+	m.reg.MustRegister(m.sharedFallbacks, m.storeErrors, m.feedErrors, m.waits, m.emergency, m.attempts, m.failures, m.failovers, m.excluded, m.poolExhausted, m.ttfb, m.httpRequests, m.httpDuration,
 		m.cooldownsApplied, m.lockoutsApplied, m.breakerTransitions, m.egressLocks,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -44,6 +44,9 @@ func (s *Server) wireResilience(ctx context.Context) error {
 	warn := func(msg string, args ...any) { log.Warn(msg, args...) }
 	classifier := resilience.NewClassifier(svc.OperatorRules, svc.MaxRetryHint, s.clock.Now, warn)
 	gate := resilience.NewWindowGate(s.clock, svc.WindowGateConfig)
+	if s.redis != nil {
+		s.redis.shareWindowGate(gate)
+	}
 	s.resilience = resilience.NewEngine(s.clock, classifier, breakers, gate, cooldowns, lockouts, svc.Resilience, svc.EgressLockConfig)
 	s.resilience.Hooks = resilience.EngineHooks{
 		Cooldown:   func(p string, r resilience.Reason) { s.metrics.cooldownsApplied.WithLabelValues(p, string(r)).Inc() },

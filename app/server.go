@@ -68,6 +68,9 @@ type Server struct {
 	settingDocs SettingsDocs
 	gwSettings  *settings.Derived[settings.General, gateway.Configured]
 	slots       *traffic.Slots
+	slotStore   traffic.SlotStore
+	rateStore   traffic.RateStore
+	redis       *redisState
 	queues      *traffic.Queues
 	routeState  *routing.MemoryState
 	learned     *learnedPersister
@@ -132,6 +135,11 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 	}
 	s.metrics = newMetrics()
 	s.metrics.log = s.log.With("component", "store")
+	if s.cfg.RedisURL != "" {
+		if s.redis, err = newRedisState(s); err != nil {
+			return err
+		}
+	}
 	s.localFeed = newFeed(s)
 	s.feed = s.localFeed
 	if s.cfg.Shared() {
@@ -189,6 +197,9 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 	if s.shared != nil {
 		s.shared.start()
 	}
+	if s.redis != nil {
+		s.redis.start()
+	}
 	s.learned = startLearnedPersister(s.queues, learnedPersistTick, func(err error) { s.metrics.StoreError("learned_rate_limits", err) })
 	return nil
 }
@@ -211,6 +222,9 @@ func (s *Server) listenPort() string {
 func (s *Server) Close() error {
 	if s.shared != nil {
 		s.shared.stop()
+	}
+	if s.redis != nil {
+		s.redis.stop()
 	}
 	if s.demo != nil {
 		s.demo.Close()

@@ -27,6 +27,9 @@ func newSharedState(s *Server) *sharedState {
 		host, _ := os.Hostname()
 		replica = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
+	if s.cfg.RedisURL == "" {
+		s.log.Warn("limits are per replica: max_concurrent slots, per-key limits, the request queue and the window gate are counted by each replica, so with N replicas a limit admits up to N times as much; set SWITCHYARD_REDIS_URL to count them across the fleet")
+	}
 	return &sharedState{
 		replica: replica,
 		feed:    models.NewPGFeed(s.db, s.cfg.DatabaseURL, replica, s.localFeed, s.log.With("component", "change-feed")),

@@ -37,7 +37,11 @@ func (s *Server) wireTraffic(ctx context.Context) error {
 	if err := s.leases.Load(ctx); err != nil {
 		return err
 	}
-	s.gateway.SetTraffic(&gateway.Traffic{Slots: s.slots, Queues: s.queues, Pins: s.pins, Leases: s.leases, Doc: svc.Resilience})
+	s.slotStore, s.rateStore = s.slots, s.queues
+	if s.redis != nil {
+		s.slotStore, s.rateStore = s.redis.limiters(s.slots, s.queues)
+	}
+	s.gateway.SetTraffic(&gateway.Traffic{Slots: s.slotStore, Queues: s.rateStore, Pins: s.pins, Leases: s.leases, Doc: svc.Resilience})
 	s.gateway.SetWatchdog(func() (gateway.WatchdogConfig, int) {
 		sr := svc.Resilience().StreamRecovery
 		w := sr.ThroughputWatchdog

@@ -39,7 +39,8 @@ func healthVM(r health.Report, now time.Time) views.HealthVM {
 		LogQueue: r.RequestLog.QueueDepth, LogDropped: r.RequestLog.Dropped, KeyID: r.KeyID,
 		Goroutines: r.Runtime.Goroutines, Heap: views.HumanBytes(int64(r.Runtime.HeapInuseBytes)),
 		Breakers: views.CountBreakers(r.Breakers), Cooling: len(r.CoolingConnections),
-		Terminal: len(r.TerminalConnections), Locked: r.ModelLockouts.Active}
+		Terminal: len(r.TerminalConnections), Locked: r.ModelLockouts.Active,
+		SharedMode: r.Shared.Mode, Replica: r.Shared.Replica, Redis: r.Shared.Redis, Limits: r.Shared.Limits}
 	for _, g := range r.WindowGate {
 		if g.RetryAfterMs > 0 {
 			vm.WindowGate++

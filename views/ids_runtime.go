@@ -45,6 +45,8 @@ const (
 	HealthPanelID = "health-panel"
 	HealthStatus  = "health-status"
 	HealthKeyID   = "health-key-id"
+	HealthFleetID = "health-fleet"
+	HealthRedisID = "health-redis"
 
 	// Incident badge: the link inside the polled IncidentBadgeID slot.
 	IncidentLinkID = "incident-link"

@@ -622,6 +622,8 @@ type HealthVM struct {
 	Locked     int
 	WindowGate int
 	Generated  *TimeVM
+	// Fleet: how this replica shares state (mode, replica, Redis, limits).
+	SharedMode, Replica, Redis, Limits string
 }
 
 // BreakerCountVM is how many breakers are in one state.

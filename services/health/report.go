@@ -42,6 +42,7 @@ type Report struct {
 	TerminalConnections []Terminal                    `json:"terminalConnections"`
 	ModelLockouts       ModelLockouts                 `json:"modelLockouts"`
 	RequestLog          RequestLog                    `json:"requestLog"`
+	Shared              Shared                        `json:"sharedState"`
 
 	// At is when the report was built (Time, unformatted).
 	At time.Time `json:"-"`
@@ -94,6 +95,31 @@ type RequestLog struct {
 	Dropped    int64 `json:"dropped"`
 }
 
+// Shared says how this replica shares its state with a fleet.
+type Shared struct {
+	// Mode is "embedded" (SQLite, one process) or "shared" (PostgreSQL).
+	Mode string `json:"mode"`
+	// Replica names this process in a shared deployment.
+	Replica string `json:"replica,omitempty"`
+	// Redis is "off" (not configured), "up" or "degraded" (unreachable: the
+	// limits below hold per replica until it answers).
+	Redis string `json:"redis"`
+	// Limits is where max_concurrent slots, per-key limits, the request queue
+	// and the window gate are counted: "fleet" or "per_replica".
+	Limits string `json:"limits"`
+}
+
+// Shared-state values.
+const (
+	ModeEmbedded     = "embedded"
+	ModeShared       = "shared"
+	RedisOff         = "off"
+	RedisUp          = "up"
+	RedisDegraded    = "degraded"
+	LimitsFleet      = "fleet"
+	LimitsPerReplica = "per_replica"
+)
+
 // Facts are what the app measured for one report.
 type Facts struct {
 	Now, StartedAt time.Time
@@ -106,6 +132,8 @@ type Facts struct {
 	// Resilience is the read model; its connections are the in-memory
 	// ones, so the report lists them even while the database is down.
 	Resilience resilience.Snapshot
+	// Shared is the replica's shared-state mode (zero: embedded, no Redis).
+	Shared Shared
 }
 
 // Build assembles the report: down when the database does not answer,
@@ -115,7 +143,10 @@ func Build(f Facts) Report {
 	r := Report{Status: StatusOK, Reasons: []string{}, Time: f.Now.UTC().Format(timeLayout), At: f.Now, Version: f.Version,
 		UptimeS: int64(f.Now.Sub(f.StartedAt).Seconds()), Demo: f.Demo, KeyID: f.KeyID, Listen: f.Listen,
 		Database: f.Database, Runtime: f.Runtime, Counts: map[string]int{}, RequestLog: f.RequestLog,
-		CoolingConnections: []Cooling{}, TerminalConnections: []Terminal{}}
+		CoolingConnections: []Cooling{}, TerminalConnections: []Terminal{}, Shared: f.Shared}
+	if r.Shared.Mode == "" {
+		r.Shared = Shared{Mode: ModeEmbedded, Redis: RedisOff, Limits: LimitsPerReplica}
+	}
 	if !f.Database.OK {
 		r.Status = StatusDown
 		r.Reasons = append(r.Reasons, "database_unreachable")
@@ -153,6 +184,9 @@ func Build(f Facts) Report {
 	}
 	if f.RequestLog.Dropped > 0 {
 		r.Reasons = append(r.Reasons, "request_log_drops")
+	}
+	if r.Shared.Redis == RedisDegraded {
+		r.Reasons = append(r.Reasons, "redis_degraded")
 	}
 	if r.Status == StatusOK && len(r.Reasons) > 0 {
 		r.Status = StatusDegraded

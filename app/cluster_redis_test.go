@@ -1,0 +1,238 @@
+package app_test
+
+// Fleet-wide limits through Redis (issue: Scale-out Redis; scale-out design
+// §5 T5, T7): three replicas on one PostgreSQL and one Redis the test owns.
+// They need SWITCHYARD_TEST_DATABASE_URL and SWITCHYARD_TEST_REDIS_SERVER.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"switchyard/internal/testkit"
+	"switchyard/internal/testkit/fakeupstream"
+)
+
+// overlap is the most of hits the fake saw at once.
+// Handovers closer than skew count as sequential: the fake stamps a hit's
+// end after its last byte left, and the gateway may dispatch the next
+// request before that stamp.
+func overlap(hits []fakeupstream.Hit, skew time.Duration) int {
+	type ev struct {
+		at    time.Time
+		delta int
+	}
+	var evs []ev
+	for _, h := range hits {
+		if h.TEnd.IsZero() {
+			continue
+		}
+		evs = append(evs, ev{h.TStart, 1}, ev{h.TEnd.Add(-skew), -1})
+	}
+	sort.Slice(evs, func(i, j int) bool {
+		if evs[i].at.Equal(evs[j].at) {
+			return evs[i].delta < evs[j].delta
+		}
+		return evs[i].at.Before(evs[j].at)
+	})
+	cur, best := 0, 0
+	for _, e := range evs {
+		cur += e.delta
+		best = max(best, cur)
+	}
+	return best
+}
+
+// T5: maxConcurrent 2 with 30 concurrent requests through three replicas
+// never has more than 2 in flight upstream; every request is served or
+// refused CONNECTION_SLOTS_BUSY, none fails otherwise; a stream that outlives
+// the grant TTL keeps its grant.
+func TestClusterMaxConcurrentAcrossReplicas(t *testing.T) {
+	rs := testkit.StartRedisServer(t)
+	f, conns := startFleet(t, map[string]string{"SWITCHYARD_REDIS_URL": rs.URL(), "SWITCHYARD_REDIS_GRANT_TTL_MS": "2000"}, "fk-t5")
+	f.manage[0].Must(t, "PATCH", "/api/connections/"+conns["fk-t5"], `{"maxConcurrent":2}`, 200)
+	f.manage[0].Must(t, "PATCH", "/api/resilience", `{"connectionConcurrency":{"failOpen":false,"queueDepth":40}}`, 200)
+	for i := range f.c.Replicas {
+		until(t, 5*time.Second, "settings on every replica", func() bool {
+			r, _ := f.manage[i].Do(context.Background(), "GET", "/api/resilience", "")
+			return r.Status == 200 && strings.Contains(string(r.Body), `"failOpen":false`)
+		})
+	}
+	f.fu.Script("fk-t5", fakeupstream.Step{Delay: 300 * time.Millisecond})
+	statuses := map[int]int{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range 30 {
+		wg.Go(func() {
+			r := f.chat(t, f.c.Replica(i%3).URL(), "fleet/m1")
+			mu.Lock()
+			statuses[r.Status]++
+			mu.Unlock()
+			if r.Status != 200 && !strings.Contains(string(r.Body), "CONNECTION_SLOTS_BUSY") {
+				t.Errorf("request %d: %d %s", i, r.Status, r.Body)
+			}
+		})
+	}
+	wg.Wait()
+	got := overlap(f.fu.HitsFor("fk-t5"), 5*time.Millisecond)
+	t.Logf("30 concurrent requests over three replicas: statuses %v, max in flight upstream %d", statuses, got)
+	if got > 2 {
+		t.Fatalf("the upstream saw %d requests at once, maxConcurrent 2", got)
+	}
+
+	// Streams of 3 s with a 2 s grant TTL: renewal keeps the slot.
+	f.fu.Reset()
+	f.fu.Script("fk-t5", fakeupstream.Step{Events: 10, EventGap: 300 * time.Millisecond})
+	for i := range 6 {
+		wg.Go(func() {
+			r, err := clusterStream(f, f.c.Replica(i%3).URL())
+			if err != nil || (r != 200 && r != 429) {
+				t.Errorf("stream %d: %d %v", i, r, err)
+			}
+		})
+	}
+	wg.Wait()
+	got = overlap(f.fu.HitsFor("fk-t5"), 5*time.Millisecond)
+	t.Logf("6 streams of 3 s over three replicas with a 2 s grant TTL: max in flight upstream %d", got)
+	if got > 2 {
+		t.Fatalf("the upstream saw %d streams at once past the grant TTL, maxConcurrent 2", got)
+	}
+}
+
+// clusterStream runs one streamed chat completion through base to its end
+// and returns the status.
+func clusterStream(f *fleet, base string) (int, error) {
+	req, err := http.NewRequest("POST", base+"/v1/chat/completions",
+		strings.NewReader(`{"model":"fleet/m1","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+f.key)
+	resp, err := (&http.Client{Timeout: 60 * time.Second}).Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, err
+}
+
+// T7: Redis killed and restarted under traffic: no 500, no request slower
+// than the baseline p99 + 200 ms, health says redis degraded then up within
+// 2 s of the restart, and the slot cap holds again after one renew period.
+func TestClusterRedisRestartUnderTraffic(t *testing.T) {
+	rs := testkit.StartRedisServer(t)
+	f, conns := startFleet(t, map[string]string{"SWITCHYARD_REDIS_URL": rs.URL(), "SWITCHYARD_REDIS_GRANT_TTL_MS": "2000"}, "fk-t7a", "fk-t7b")
+	f.manage[0].Must(t, "PATCH", "/api/connections/"+conns["fk-t7a"], `{"maxConcurrent":2}`, 200)
+	f.manage[0].Must(t, "PATCH", "/api/keys/"+f.keyID, `{"requestsPerMinute":6000}`, 200)
+	redisState := func(i int) string {
+		r, err := f.manage[i].Do(context.Background(), "GET", "/api/monitoring/health", "")
+		if err != nil {
+			return ""
+		}
+		s, _ := r.JSON()["sharedState"].(map[string]any)
+		v, _ := s["redis"].(string)
+		return v
+	}
+	until(t, 5*time.Second, "redis up on every replica", func() bool {
+		return redisState(0) == "up" && redisState(1) == "up" && redisState(2) == "up"
+	})
+
+	type result struct {
+		at      time.Duration
+		status  int
+		latency time.Duration
+	}
+	var mu sync.Mutex
+	var results []result
+	start := time.Now()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	// 10 requests per second through the front for 12 s.
+	wg.Go(func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			wg.Go(func() {
+				t0 := time.Now()
+				r := f.chat(t, f.c.Front(), "fleet/m1")
+				mu.Lock()
+				results = append(results, result{at: t0.Sub(start), status: r.Status, latency: time.Since(t0)})
+				mu.Unlock()
+			})
+		}
+	})
+	time.Sleep(3 * time.Second)
+	rs.Stop()
+	killedAt := time.Since(start)
+	until(t, 5*time.Second, "health says redis degraded", func() bool { return redisState(1) == "degraded" })
+	time.Sleep(3 * time.Second)
+	if err := rs.Start(); err != nil {
+		t.Fatal(err)
+	}
+	upAfter := until(t, 5*time.Second, "redis up again on every replica", func() bool {
+		return redisState(0) == "up" && redisState(1) == "up" && redisState(2) == "up"
+	})
+	time.Sleep(3 * time.Second)
+	close(stop)
+	wg.Wait()
+
+	var base []time.Duration
+	fails := 0
+	for _, r := range results {
+		if r.status >= 500 {
+			fails++
+		}
+		if r.at < killedAt {
+			base = append(base, r.latency)
+		}
+	}
+	if fails > 0 {
+		t.Errorf("%d of %d requests answered 5xx across the Redis restart", fails, len(results))
+	}
+	if len(base) == 0 {
+		t.Fatal("no baseline requests")
+	}
+	limit := percentile(base, 99) + 200*time.Millisecond
+	slow := 0
+	for _, r := range results {
+		if r.latency > limit {
+			slow++
+		}
+	}
+	t.Logf("%d requests; baseline p99 %v; slower than p99+200ms: %d; redis up on all replicas %v after the restart",
+		len(results), percentile(base, 99), slow, upAfter)
+	if slow > 0 {
+		t.Errorf("%d requests slower than the baseline p99 + 200 ms (%v)", slow, limit)
+	}
+	if upAfter > 2*time.Second {
+		t.Errorf("health said up %v after the restart, want ≤ 2 s", upAfter)
+	}
+	fallbacks := 0
+	for i := range f.c.Replicas {
+		m := f.manage[i].Must(t, "GET", "/metrics", "", 200)
+		for _, line := range strings.Split(string(m.Body), "\n") {
+			if strings.HasPrefix(line, "switchyard_shared_state_fallback_total{") {
+				var n float64
+				fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &n)
+				fallbacks += int(n)
+			}
+		}
+	}
+	t.Logf("local fallback decisions during the outage, all replicas: %d", fallbacks)
+	if fallbacks == 0 {
+		t.Error("no decision was counted in switchyard_shared_state_fallback_total during the outage")
+	}
+}
