@@ -59,6 +59,24 @@ func (s *LeaseStore) run(ctx context.Context, fn func(leases.Tx) error) error {
 	return translate(err, "lease transaction") // begin or commit
 }
 
+var _ leases.Reader = (*LeaseStore)(nil)
+
+// LiveByOwner implements leases.Reader with one indexed read outside any
+// lease transaction: no advisory lock, no expiry write. Under READ
+// COMMITTED it sees every lease transaction that committed before it.
+func (s *LeaseStore) LiveByOwner(ctx context.Context, ownerHash string, now time.Time) (leases.Lease, bool, error) {
+	t := leaseTx{tx: s.db.WithContext(ctx), pg: Dialect(s.db) == migrations.Postgres}
+	return t.one("read lease of owner",
+		t.tx.Where(activeLease+" AND owner_hash = ? AND expires_at > ?", ownerHash, now.UnixMilli()))
+}
+
+// LiveLeases implements leases.Reader: the active rows unexpired at now,
+// read as LiveByOwner reads.
+func (s *LeaseStore) LiveLeases(ctx context.Context, now time.Time) ([]leases.Lease, error) {
+	t := leaseTx{tx: s.db.WithContext(ctx), pg: Dialect(s.db) == migrations.Postgres}
+	return t.list("read active leases", t.tx.Where(activeLease+" AND expires_at > ?", now.UnixMilli()))
+}
+
 func leaseRowOf(l leases.Lease) LeaseRow {
 	row := LeaseRow{
 		ID:           l.ID,

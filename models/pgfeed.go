@@ -193,7 +193,7 @@ func (f *PGFeed) listen(ctx context.Context) error {
 		if m.Replica == f.replica {
 			continue // delivered here when it was published
 		}
-		c := services.Change{Kind: services.ChangeKind(m.Kind), Key: m.Key, Version: m.ItemVer, Payload: m.Payload}
+		c := services.Change{Kind: services.ChangeKind(m.Kind), Key: m.Key, Version: m.ItemVer, Payload: m.Payload, Origin: m.Replica}
 		if err := f.local.Publish(ctx, c); err != nil {
 			f.log.Error("change feed: apply a remote change", "change", c.String(), "err", err)
 		}

@@ -32,6 +32,36 @@ const (
 	ChangeSettings ChangeKind = "settings"
 )
 
+// The kinds of learned and session state a fleet shares (scale-out §3.4:
+// leases, pins, LKGP, quota windows, tool limits, handoffs, learned rate
+// limits). Their writers publish only where replicas share one database;
+// embedded mode has nobody else to tell.
+const (
+	// ChangeLease: exclusive leases changed. Key = connection id of the
+	// lease that changed ("" = several), Payload = leases' summary of the
+	// row (id, state, expiry); receivers re-read the active leases.
+	ChangeLease ChangeKind = "lease"
+	// ChangePin: a session-affinity pin or combo session preference was
+	// written (Payload = the pin) or deleted (ChangeDeleted). Key = pin id;
+	// Key "" with ChangeDeleted = every pin was cleared.
+	ChangePin ChangeKind = "pin"
+	// ChangeLKGP: a combo's last-known-good record was written (Payload =
+	// the record) or deleted (ChangeDeleted). Key = combo id.
+	ChangeLKGP ChangeKind = "lkgp"
+	// ChangeQuota: a connection's quota windows were written. Key =
+	// connection id, Payload = the windows as written.
+	ChangeQuota ChangeKind = "quota"
+	// ChangeToolLimit: a learned tool limit was written (Payload = the
+	// limit); Key "" = the limits were cleared.
+	ChangeToolLimit ChangeKind = "toollimit"
+	// ChangeHandoff: a context-relay record was written. Key = its id; no
+	// payload (a summary may not fit): receivers re-read the row.
+	ChangeHandoff ChangeKind = "handoff"
+	// ChangeLearnedLimit: a learned rate limit was stored. Key = limiter
+	// key, Payload = the limit.
+	ChangeLearnedLimit ChangeKind = "learnedlimit"
+)
+
 // ChangeDeleted is the Payload of a change that removed its item; the
 // subscribers drop what they hold for it. Any other payload means the item
 // was created or changed and must be re-read.
@@ -50,8 +80,13 @@ type Change struct {
 	// (the settings revision); receivers ignore a version at or below the
 	// one they hold. 0 = unversioned: always apply.
 	Version int64
-	// Payload is small kind-specific data: ChangeDeleted, or "".
+	// Payload is small kind-specific data: ChangeDeleted, "", or the
+	// encoded value the kind's comment names.
 	Payload string
+	// Origin is the replica that published the change when it came from
+	// another one; "" for a change published (or resynced) in this process.
+	// A cache that already applied its own write skips its local echo by it.
+	Origin string
 }
 
 func (c Change) String() string {

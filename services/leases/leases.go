@@ -13,7 +13,9 @@
 // Leases keeps a memory mirror of the active rows, refreshed on every write,
 // for the request path (fence checks, routing's HeldByOthers), and publishes
 // its by-connection half as an immutable View that readers load without a
-// lock (routing's per-pick lease filter).
+// lock (routing's per-pick lease filter). Replicas sharing one store (Share,
+// fleet.go) also refresh it on each other's writes, and Check reads through
+// to the store before refusing a lease its mirror does not know.
 //
 // The package imports the standard library and switchyard/services only; it
 // must not import models, handlers, app or any ORM or HTTP framework.
@@ -641,6 +643,40 @@ func (s *TxStore) ListActive(ctx context.Context, now time.Time) ([]Lease, error
 	return out, err
 }
 
+// LiveByOwner implements Reader inside one transaction that writes
+// nothing (no expiry): the owner's active row, if it is unexpired at now.
+func (s *TxStore) LiveByOwner(ctx context.Context, ownerHash string, now time.Time) (Lease, bool, error) {
+	var out Lease
+	var ok bool
+	err := s.run(ctx, func(tx Tx) (err error) {
+		out, ok, err = tx.ActiveByOwner(ownerHash)
+		return err
+	})
+	if err != nil || !ok || !out.Live(now) {
+		return Lease{}, false, err
+	}
+	return out, true, nil
+}
+
+// LiveLeases implements Reader as LiveByOwner does: the active rows
+// unexpired at now.
+func (s *TxStore) LiveLeases(ctx context.Context, now time.Time) ([]Lease, error) {
+	var all []Lease
+	err := s.run(ctx, func(tx Tx) (err error) {
+		all, err = tx.ListActive()
+		return err
+	})
+	out := all[:0]
+	for _, l := range all {
+		if l.Live(now) {
+			out = append(out, l)
+		}
+	}
+	return out, err
+}
+
+var _ Reader = (*TxStore)(nil)
+
 // Expire implements Store.
 func (s *TxStore) Expire(ctx context.Context, now time.Time) (int, error) {
 	var n int
@@ -785,10 +821,19 @@ type Leases struct {
 	store Store
 	clock services.Clock
 
+	// fleet is set when replicas share the store (Share): the mirror then
+	// also follows the other replicas' writes, and Check reads through to
+	// the store on a miss. nil in a single process.
+	fleet *fleet
+
 	wmu     sync.Mutex
 	mu      sync.RWMutex
 	byConn  map[string]Lease
 	byOwner map[string]Lease
+	// changes counts mutations of the two maps (under mu), so a read-through
+	// result is patched in only when no newer state replaced the mirror
+	// while it was read.
+	changes uint64
 	view    atomic.Pointer[View]
 }
 
@@ -845,7 +890,15 @@ func (s *Leases) Load(ctx context.Context) error {
 }
 
 func (s *Leases) refresh(ctx context.Context) error {
-	active, err := s.store.ListActive(ctx, s.now())
+	var active []Lease
+	var err error
+	if s.fleet != nil {
+		// The committed rows, without the lease lock: every write that
+		// committed before this read is in it.
+		active, err = s.fleet.reader.LiveLeases(ctx, s.now())
+	} else {
+		active, err = s.store.ListActive(ctx, s.now())
+	}
 	if err != nil {
 		return fmt.Errorf("leases: load active leases: %w", err)
 	}
@@ -857,6 +910,7 @@ func (s *Leases) refresh(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	s.byConn, s.byOwner = byConn, byOwner
+	s.changes++
 	s.publish()
 	s.mu.Unlock()
 	return nil
@@ -868,26 +922,37 @@ func (s *Leases) refresh(ctx context.Context) error {
 func (s *Leases) wrote(ctx context.Context, changed ...Lease) {
 	s.mu.Lock()
 	for _, l := range changed {
-		l.Reused, l.TTL = false, 0
-		if cur, ok := s.byOwner[l.OwnerHash]; ok && cur.ID != l.ID {
-			if s.byConn[cur.ConnectionID].ID == cur.ID {
-				delete(s.byConn, cur.ConnectionID)
-			}
-		}
-		if l.State == StateActive {
-			s.byConn[l.ConnectionID], s.byOwner[l.OwnerHash] = l, l
-			continue
-		}
-		if s.byConn[l.ConnectionID].ID == l.ID {
-			delete(s.byConn, l.ConnectionID)
-		}
-		if s.byOwner[l.OwnerHash].ID == l.ID {
-			delete(s.byOwner, l.OwnerHash)
-		}
+		s.patchLocked(l)
 	}
 	s.publish()
 	s.mu.Unlock()
 	_ = s.refresh(context.WithoutCancel(ctx))
+}
+
+// patchLocked puts one row into the mirror: an active row replaces what
+// its owner and its connection held, an ended one leaves. Called with mu
+// held for writing; the caller publishes.
+func (s *Leases) patchLocked(l Lease) {
+	s.changes++
+	l.Reused, l.TTL = false, 0
+	if cur, ok := s.byOwner[l.OwnerHash]; ok && cur.ID != l.ID {
+		if s.byConn[cur.ConnectionID].ID == cur.ID {
+			delete(s.byConn, cur.ConnectionID)
+		}
+	}
+	if l.State == StateActive {
+		if cur, ok := s.byConn[l.ConnectionID]; ok && cur.ID != l.ID && s.byOwner[cur.OwnerHash].ID == cur.ID {
+			delete(s.byOwner, cur.OwnerHash)
+		}
+		s.byConn[l.ConnectionID], s.byOwner[l.OwnerHash] = l, l
+		return
+	}
+	if s.byConn[l.ConnectionID].ID == l.ID {
+		delete(s.byConn, l.ConnectionID)
+	}
+	if s.byOwner[l.OwnerHash].ID == l.ID {
+		delete(s.byOwner, l.OwnerHash)
+	}
 }
 
 // Acquire takes a lease for owner on the first free candidate (eligible
@@ -908,13 +973,15 @@ func (s *Leases) Acquire(ctx context.Context, key services.APIKey, owner string,
 		return Lease{}, ErrNoEligible
 	}
 	s.wmu.Lock()
-	defer s.wmu.Unlock()
 	l, err := s.store.Acquire(ctx, AcquireRequest{OwnerHash: hash, KeyID: key.ID, Provider: provider,
 		Candidates: allowed, TTL: ttl, Now: s.now()})
 	if err != nil {
+		s.wmu.Unlock()
 		return Lease{}, err
 	}
 	s.wrote(ctx, l)
+	s.wmu.Unlock()
+	s.announce(ctx, l)
 	l.TTL = ttl
 	return l, nil
 }
@@ -942,13 +1009,15 @@ func (s *Leases) Transition(ctx context.Context, key services.APIKey, owner stri
 		return Lease{}, ErrNoEligible
 	}
 	s.wmu.Lock()
-	defer s.wmu.Unlock()
 	l, err := s.store.Acquire(ctx, AcquireRequest{OwnerHash: hash, KeyID: key.ID, Provider: provider,
 		Candidates: allowed, Now: s.now(), Generation: generation, ReplaceReason: reason})
 	if err != nil {
+		s.wmu.Unlock()
 		return Lease{}, err
 	}
 	s.wrote(ctx, l)
+	s.wmu.Unlock()
+	s.announce(ctx, l)
 	return l, nil
 }
 
@@ -961,12 +1030,14 @@ func (s *Leases) Renew(ctx context.Context, key services.APIKey, owner string, g
 	}
 	ttl = ClampTTL(ttl)
 	s.wmu.Lock()
-	defer s.wmu.Unlock()
 	l, err := s.store.Renew(ctx, FenceRequest{OwnerHash: hash, KeyID: key.ID, Generation: generation, TTL: ttl, Now: s.now()})
 	if err != nil {
+		s.wmu.Unlock()
 		return Lease{}, err
 	}
 	s.wrote(ctx, l)
+	s.wmu.Unlock()
+	s.announce(ctx, l)
 	l.TTL = ttl
 	return l, nil
 }
@@ -985,12 +1056,14 @@ func (s *Leases) Release(ctx context.Context, key services.APIKey, owner string,
 		return Lease{}, errActionInvalid("reason", "use owner_exit or client_cancelled.")
 	}
 	s.wmu.Lock()
-	defer s.wmu.Unlock()
 	l, err := s.store.Release(ctx, FenceRequest{OwnerHash: hash, KeyID: key.ID, Generation: generation, Reason: reason, Now: s.now()})
 	if err != nil {
+		s.wmu.Unlock()
 		return Lease{}, err
 	}
 	s.wrote(ctx, l)
+	s.wmu.Unlock()
+	s.announce(ctx, l)
 	return l, nil
 }
 
@@ -1009,7 +1082,10 @@ func (s *Leases) Status(ctx context.Context, key services.APIKey, owner string, 
 // Check is the fence check of an inference request of a lease-managed key,
 // run before routing and again right before dispatch. It reads the mirror:
 // no live lease for owner → 409 LEASE_REQUIRED; a lease of another key or
-// generation → 409 LEASE_FENCE_STALE. A binding the key no longer allows is
+// generation → 409 LEASE_FENCE_STALE. In a fleet (Share) either answer is
+// given only after the store confirmed it, so a lease another replica just
+// granted serves here at once; a store that cannot answer fails the check
+// with its error. A binding the key no longer allows is
 // invalidated (authorization_changed) and answers LEASE_REQUIRED. owner and
 // generation are header values already parsed (ParseOwner, ParseGeneration);
 // an empty owner or generation 0 → 400 LEASE_CONTEXT_REQUIRED.
@@ -1027,7 +1103,16 @@ func (s *Leases) Check(ctx context.Context, key services.APIKey, owner string, g
 	now := s.now()
 	s.mu.RLock()
 	l, ok := s.byOwner[hash]
+	seen := s.changes
 	s.mu.RUnlock()
+	if s.fleet != nil && (!ok || !l.Live(now) || l.KeyID != key.ID || l.Generation != generation) {
+		// The lease may be one another replica granted or renewed moments
+		// ago: ask the store before refusing (fail closed when it cannot
+		// answer).
+		if l, ok, err = s.readThrough(ctx, hash, now, seen); err != nil {
+			return Lease{}, err
+		}
+	}
 	switch {
 	case !ok || !l.Live(now):
 		return Lease{}, errRequired()
@@ -1050,12 +1135,14 @@ func (s *Leases) Invalidate(ctx context.Context, connID, reason string) (int, er
 		return 0, fmt.Errorf("leases: invalidation reason %q not allowed", reason)
 	}
 	s.wmu.Lock()
-	defer s.wmu.Unlock()
 	ended, err := s.store.Invalidate(ctx, connID, reason, s.now())
 	if err != nil {
+		s.wmu.Unlock()
 		return 0, err
 	}
 	s.wrote(ctx, ended...)
+	s.wmu.Unlock()
+	s.announce(ctx, ended...)
 	return len(ended), nil
 }
 
@@ -1066,12 +1153,14 @@ func (s *Leases) InvalidateKey(ctx context.Context, keyID, reason string) (int, 
 		return 0, fmt.Errorf("leases: invalidation reason %q not allowed", reason)
 	}
 	s.wmu.Lock()
-	defer s.wmu.Unlock()
 	ended, err := s.store.InvalidateKey(ctx, keyID, reason, s.now())
 	if err != nil {
+		s.wmu.Unlock()
 		return 0, err
 	}
 	s.wrote(ctx, ended...)
+	s.wmu.Unlock()
+	s.announce(ctx, ended...)
 	return len(ended), nil
 }
 
