@@ -46,7 +46,13 @@ func (s *QuotaStore) LoadQuotaWindows(ctx context.Context) ([]quota.Record, erro
 	return out, nil
 }
 
-// SaveQuotaWindows inserts or replaces the rows of recs in one statement.
+// quotaNewer keeps a stored window that is at least as recent as the one
+// written: replicas writing the same connection's windows never put an
+// older reading over a newer one.
+var quotaNewer = clause.Where{Exprs: []clause.Expression{clause.Expr{SQL: "quota_windows.observed_at < excluded.observed_at"}}}
+
+// SaveQuotaWindows inserts or replaces the rows of recs in one statement; a
+// stored row observed at or after the one written stays.
 func (s *QuotaStore) SaveQuotaWindows(ctx context.Context, recs []quota.Record) error {
 	if len(recs) == 0 {
 		return nil
@@ -66,7 +72,11 @@ func (s *QuotaStore) SaveQuotaWindows(ctx context.Context, recs []quota.Record) 
 		}
 		rows[i] = row
 	}
-	return translate(s.db.WithContext(ctx).Clauses(clause.OnConflict{UpdateAll: true}).Create(&rows).Error, "save quota windows")
+	return translate(s.db.WithContext(ctx).Clauses(clause.OnConflict{
+		Columns:   []clause.Column{{Name: "connection_id"}, {Name: "window"}},
+		DoUpdates: clause.AssignmentColumns([]string{"used_percent", "remaining", "limit_value", "reset_at", "source", "observed_at"}),
+		Where:     quotaNewer,
+	}).Create(&rows).Error, "save quota windows")
 }
 
 // DeleteQuotaWindows deletes the rows of a connection.

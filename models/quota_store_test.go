@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"gorm.io/gorm"
+
 	"switchyard/internal/testkit"
 	"switchyard/models"
 	"switchyard/services/quota"
@@ -87,4 +89,33 @@ func TestQuotaStoreSurvivesRestart(t *testing.T) {
 	if !blocked || !until.Equal(quotaT0.Add(1200*time.Second)) {
 		t.Fatalf("after restart: gate %v until %v", blocked, until)
 	}
+}
+
+// Two replicas write one connection's windows: the row keeps the newest
+// observation whatever order the writes arrive in (the upsert is guarded by
+// observed_at), on both dialects.
+func TestQuotaStoreOlderObservationNeverWins(t *testing.T) {
+	testkit.Dialects(t, time.Now, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		s := models.NewQuotaStore(db)
+		newer := quota.Record{ConnectionID: "c_1", Window: quota.Weekly, Used: 1, ResetAt: quotaT0.Add(time.Hour),
+			Source: quota.SourceCodex, ObservedAt: quotaT0.Add(time.Minute)}
+		older := quota.Record{ConnectionID: "c_1", Window: quota.Weekly, Used: 0.2, Source: quota.SourceCodex, ObservedAt: quotaT0}
+		other := quota.Record{ConnectionID: "c_1", Window: quota.FiveH, Used: 0.3, Source: quota.SourceCodex, ObservedAt: quotaT0}
+		if err := s.SaveQuotaWindows(ctx, []quota.Record{newer}); err != nil {
+			t.Fatal(err)
+		}
+		// The late write of the older reading changes nothing for its window
+		// and still inserts the window it is first to write.
+		if err := s.SaveQuotaWindows(ctx, []quota.Record{older, other}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.LoadQuotaWindows(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []quota.Record{other, newer}; !reflect.DeepEqual(got, want) {
+			t.Fatalf("rows\n got %+v\nwant %+v", got, want)
+		}
+	})
 }

@@ -80,6 +80,12 @@ type Options struct {
 	WriteInterval time.Duration
 	// Logger receives write failures; nil discards them.
 	Logger *slog.Logger
+	// Feed, when set, shares the windows with the other replicas of a
+	// fleet (shared.go): a change that can move the quota gate is written
+	// at once instead of after WriteInterval, every write is published,
+	// and the other replicas' windows are applied to this tracker. nil in
+	// a single process.
+	Feed services.ChangeFeed
 }
 
 // Tracker holds the latest quota windows of every connection. It is safe
@@ -90,6 +96,7 @@ type Tracker struct {
 	maxStale func() time.Duration
 	interval time.Duration
 	log      *slog.Logger
+	feed     services.ChangeFeed
 
 	conns sync.Map // connection id → *conn
 	// version is bumped after every change that can change what Gate
@@ -189,7 +196,8 @@ func New(opts Options) *Tracker { return newTracker(opts, 0) }
 // newTracker is New with the writer's sweep period (0: half the write
 // interval).
 func newTracker(opts Options, sweep time.Duration) *Tracker {
-	t := &Tracker{store: opts.Store, clock: opts.Clock, maxStale: opts.MaxStale, interval: opts.WriteInterval, log: opts.Logger}
+	t := &Tracker{store: opts.Store, clock: opts.Clock, maxStale: opts.MaxStale, interval: opts.WriteInterval, log: opts.Logger,
+		feed: opts.Feed}
 	if t.clock == nil {
 		t.clock = services.RealClock{}
 	}
@@ -207,6 +215,9 @@ func newTracker(opts Options, sweep time.Duration) *Tracker {
 		t.stop = make(chan struct{})
 		t.done = make(chan struct{})
 		go t.run(sweep)
+	}
+	if t.feed != nil {
+		t.feed.Subscribe(services.ChangeQuota, t.follow)
 	}
 	return t
 }
@@ -290,6 +301,7 @@ func (t *Tracker) ObserveWindows(connID string, ws []Window, now time.Time) {
 		return
 	}
 	c := t.connFor(connID)
+	gate := false
 	for {
 		old := c.snap.Load()
 		n := old.with(ws, now)
@@ -297,7 +309,7 @@ func (t *Tracker) ObserveWindows(connID string, ws []Window, now time.Time) {
 			return
 		}
 		if c.snap.CompareAndSwap(old, n) {
-			if gateChange(old, n) {
+			if gate = gateChange(old, n); gate {
 				t.version.Add(1)
 			}
 			break
@@ -307,13 +319,15 @@ func (t *Tracker) ObserveWindows(connID string, ws []Window, now time.Time) {
 		return
 	}
 	c.dirty.Store(true)
-	t.queue(c, now)
+	// In a fleet a change of the gate is everyone's at once (§3.4 row 11).
+	t.queue(c, now, gate && t.feed != nil)
 }
 
 // queue hands c to the writer when its last write is at least interval
-// old. A full queue leaves c dirty for the writer's periodic sweep.
-func (t *Tracker) queue(c *conn, now time.Time) {
-	if last := c.lastWrite.Load(); last != 0 && now.UnixNano()-last < int64(t.interval) {
+// old, or at once when now is set. A full queue leaves c dirty for the
+// writer's periodic sweep.
+func (t *Tracker) queue(c *conn, now time.Time, atOnce bool) {
+	if last := c.lastWrite.Load(); !atOnce && last != 0 && now.UnixNano()-last < int64(t.interval) {
 		return
 	}
 	if !c.queued.CompareAndSwap(false, true) {
@@ -550,6 +564,7 @@ func (t *Tracker) write(ctx context.Context, c *conn) error {
 		t.log.Warn("quota window write failed", "connection", c.id, "err", err)
 		return fmt.Errorf("quota: save windows of %s: %w", c.id, err)
 	}
+	t.announce(ctx, c.id, recs)
 	return nil
 }
 
