@@ -41,3 +41,10 @@ func (s *ToolLimitStore) DeleteToolLimits(ctx context.Context) (int, error) {
 	res := s.db.WithContext(ctx).Where("1 = 1").Delete(&LearnedToolLimitRow{})
 	return int(res.RowsAffected), translate(res.Error, "delete tool limits")
 }
+
+// DeleteExpiredToolLimits removes the limits expired at now and returns how
+// many: the sweep of a fleet's singleton job (reads already ignore them).
+func (s *ToolLimitStore) DeleteExpiredToolLimits(ctx context.Context, now time.Time) (int, error) {
+	res := s.db.WithContext(ctx).Where("expires_at <= ?", now.UnixMilli()).Delete(&LearnedToolLimitRow{})
+	return int(res.RowsAffected), translate(res.Error, "delete expired tool limits")
+}

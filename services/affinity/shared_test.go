@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"switchyard/internal/testkit"
+	"switchyard/internal/testkit/feeds"
 	"switchyard/services"
 	"switchyard/services/affinity"
 )
@@ -14,14 +15,14 @@ import (
 type fleetPins struct {
 	clock          *testkit.FakeClock
 	rows           *memStore
-	feeds          *testkit.FleetFeeds
+	feeds          *feeds.Fleet
 	a, b           *affinity.Pins
 	storeA, storeB *affinity.SharedStore
 }
 
 func newFleetPins(t *testing.T) *fleetPins {
 	t.Helper()
-	f := &fleetPins{clock: testkit.NewFakeClock(t0), rows: newMemStore(), feeds: testkit.NewFleetFeeds("A", "B")}
+	f := &fleetPins{clock: testkit.NewFakeClock(t0), rows: newMemStore(), feeds: feeds.New("A", "B")}
 	ttl := func() time.Duration { return affinity.DefaultTTL }
 	onErr := func(err error) { t.Errorf("pin write: %v", err) }
 	f.storeA = affinity.NewSharedStore(f.rows, f.feeds.Feed(0), onErr)
@@ -152,7 +153,7 @@ func TestSharedPinsClearAndResync(t *testing.T) {
 // not hold the request goroutine.
 func TestSharedPinsWriteOffTheCallersGoroutine(t *testing.T) {
 	rows := &blockingPins{memStore: newMemStore(), release: make(chan struct{})}
-	feeds := testkit.NewFleetFeeds("A")
+	feeds := feeds.New("A")
 	shared := affinity.NewSharedStore(rows, feeds.Feed(0), nil)
 	p := affinity.NewPins(testkit.NewFakeClock(t0), func() time.Duration { return affinity.DefaultTTL }, shared)
 	done := make(chan error, 1)

@@ -32,6 +32,12 @@ type ToolLimits struct {
 	store ToolLimitStore
 	mu    sync.RWMutex
 	m     map[[2]string]ToolLimit
+
+	// feed shares learned limits with the other replicas of a fleet
+	// (Share, toollimits_shared.go); nil in a single process.
+	feed  services.ChangeFeed
+	onErr func(error)
+	pubs  sync.WaitGroup
 }
 
 const toolLimitTTL = 24 * time.Hour
@@ -108,6 +114,7 @@ func (t *ToolLimits) put(ctx context.Context, l ToolLimit) error {
 	if err := t.store.SaveToolLimit(context.WithoutCancel(ctx), l); err != nil {
 		return fmt.Errorf("gateway: save tool limit %s/%s: %w", l.Provider, l.Model, err)
 	}
+	t.announce(ctx, l)
 	return nil
 }
 
@@ -138,6 +145,7 @@ func (t *ToolLimits) Clear(ctx context.Context) (int, error) {
 	n := len(t.m)
 	t.m = map[[2]string]ToolLimit{}
 	t.mu.Unlock()
+	t.announceClear(ctx)
 	return n, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"switchyard/internal/testkit"
+	"switchyard/internal/testkit/feeds"
 	"switchyard/services"
 	"switchyard/services/leases"
 )
@@ -15,12 +16,12 @@ import (
 // pair is two replicas' lease services on one store, joined by a fleet feed.
 type pair struct {
 	a, b  *leases.Leases
-	feeds *testkit.FleetFeeds
+	feeds *feeds.Fleet
 }
 
 func newPair(t *testing.T, clock *testkit.FakeClock, store leases.Store) pair {
 	t.Helper()
-	p := pair{feeds: testkit.NewFleetFeeds("A", "B")}
+	p := pair{feeds: feeds.New("A", "B")}
 	reader := store.(leases.Reader)
 	p.a, p.b = leases.New(store, clock), leases.New(store, clock)
 	for i, s := range []*leases.Leases{p.a, p.b} {
@@ -117,7 +118,7 @@ func TestFleetLeaseChangesFollowTheFeed(t *testing.T) {
 func TestFleetLeaseOwnEchoSkipped(t *testing.T) {
 	clock := testkit.NewFakeClock(t0)
 	store := leases.NewMemStore()
-	feeds := testkit.NewFleetFeeds("A", "B")
+	feeds := feeds.New("A", "B")
 	counting := &countingReader{Reader: store}
 	a := leases.New(store, clock)
 	a.Share(counting, feeds.Feed(0), nil)
@@ -165,7 +166,7 @@ func (c *countingReader) LiveByOwner(ctx context.Context, hash string, now time.
 func TestFleetLeaseReadThroughYieldsToNewerMirror(t *testing.T) {
 	clock := testkit.NewFakeClock(t0)
 	store := leases.NewMemStore()
-	feeds := testkit.NewFleetFeeds("A", "B")
+	feeds := feeds.New("A", "B")
 	feeds.Pause()
 	a := leases.New(store, clock)
 	a.Share(store, feeds.Feed(0), nil)
@@ -196,7 +197,7 @@ func TestFleetLeaseReadThroughYieldsToNewerMirror(t *testing.T) {
 func TestFleetLeaseCheckFailsClosed(t *testing.T) {
 	clock := testkit.NewFakeClock(t0)
 	store := leases.NewMemStore()
-	feeds := testkit.NewFleetFeeds("A")
+	feeds := feeds.New("A")
 	s := leases.New(store, clock)
 	s.Share(downReader{}, feeds.Feed(0), nil)
 	_, err := s.Check(ctx, managedKey("k1", "c1"), owner(1), 1)

@@ -11,8 +11,7 @@ import (
 
 // bridge joins two in-process feeds as PGFeed joins replicas: a publish
 // reaches the publisher's subscribers, then the other side's with Origin
-// set. (testkit.FleetFeeds does the same but imports models, which imports
-// this package.)
+// set, and counts each delivery on delivered so a test can wait for it.
 type bridge struct {
 	self, other *services.LocalFeed
 	name        string

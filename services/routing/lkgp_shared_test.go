@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"switchyard/internal/testkit"
+	"switchyard/internal/testkit/feeds"
 	"switchyard/services"
 	"switchyard/services/routing"
 )
@@ -26,7 +26,7 @@ func (b *blockingLKGP) Save(ctx context.Context, r routing.LKGPRecord) error {
 func TestSharedLKGPWrittenOffTheRequestAndFollowed(t *testing.T) {
 	ctx := context.Background()
 	rows := &blockingLKGP{MemoryLKGPStore: routing.NewMemoryLKGPStore(), release: make(chan struct{})}
-	feeds := testkit.NewFleetFeeds("A", "B")
+	feeds := feeds.New("A", "B")
 	clock := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 	now := func() time.Time { return clock }
 	sa := routing.NewSharedLKGPStore(rows, feeds.Feed(0), func(err error) { t.Error(err) })

@@ -1,4 +1,8 @@
-package testkit
+// Package feeds stands in for the shared change feed in tests of one
+// process: several replicas' caches joined the way models.PGFeed joins them.
+// It imports services only, so the tests of any package below models can
+// use it.
+package feeds
 
 import (
 	"context"
@@ -7,14 +11,14 @@ import (
 	"switchyard/services"
 )
 
-// FleetFeeds stands in for the PostgreSQL change feed of several replicas
+// Fleet stands in for the PostgreSQL change feed of several replicas
 // in one process: each replica has its own services.LocalFeed; a Publish
 // delivers to the publisher's subscribers first (Origin ""), then to every
 // other replica's with Origin set to the publisher's name, as
 // models.PGFeed's listener does. Paused, the cross-replica deliveries wait
 // in order until Resume (a notification in flight); Drop loses them (a
 // listener that was disconnected).
-type FleetFeeds struct {
+type Fleet struct {
 	names []string
 	local []*services.LocalFeed
 
@@ -29,9 +33,9 @@ type queued struct {
 	c  services.Change
 }
 
-// NewFleetFeeds returns one feed per replica name.
-func NewFleetFeeds(names ...string) *FleetFeeds {
-	f := &FleetFeeds{names: names}
+// NewFleet returns one feed per replica name.
+func New(names ...string) *Fleet {
+	f := &Fleet{names: names}
 	for range names {
 		f.local = append(f.local, services.NewLocalFeed(nil))
 	}
@@ -39,17 +43,17 @@ func NewFleetFeeds(names ...string) *FleetFeeds {
 }
 
 // Feed is replica i's change feed.
-func (f *FleetFeeds) Feed(i int) services.ChangeFeed { return fleetSide{f: f, i: i} }
+func (f *Fleet) Feed(i int) services.ChangeFeed { return fleetSide{f: f, i: i} }
 
 // Pause holds the cross-replica deliveries until Resume.
-func (f *FleetFeeds) Pause() {
+func (f *Fleet) Pause() {
 	f.mu.Lock()
 	f.paused = true
 	f.mu.Unlock()
 }
 
 // Resume delivers what waited, in order, and lets later changes through.
-func (f *FleetFeeds) Resume(ctx context.Context) {
+func (f *Fleet) Resume(ctx context.Context) {
 	f.mu.Lock()
 	f.paused = false
 	q := f.queue
@@ -61,20 +65,20 @@ func (f *FleetFeeds) Resume(ctx context.Context) {
 }
 
 // Drop forgets what waited (and stays paused).
-func (f *FleetFeeds) Drop() {
+func (f *Fleet) Drop() {
 	f.mu.Lock()
 	f.queue = nil
 	f.mu.Unlock()
 }
 
 // Sent counts the changes delivered from one replica to another.
-func (f *FleetFeeds) Sent() int {
+func (f *Fleet) Sent() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.sent
 }
 
-func (f *FleetFeeds) deliver(ctx context.Context, d queued) {
+func (f *Fleet) deliver(ctx context.Context, d queued) {
 	f.mu.Lock()
 	f.sent++
 	f.mu.Unlock()
@@ -82,7 +86,7 @@ func (f *FleetFeeds) deliver(ctx context.Context, d queued) {
 }
 
 type fleetSide struct {
-	f *FleetFeeds
+	f *Fleet
 	i int
 }
 
