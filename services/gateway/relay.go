@@ -108,6 +108,10 @@ type relayStore struct {
 	wg     sync.WaitGroup  // summaries and writes in progress
 	writes sync.WaitGroup  // writes in progress
 	store  HandoffStore
+
+	// shared is set when replicas share the store (ShareHandoffs,
+	// relay_shared.go); nil in a single process.
+	shared *relayFleet
 }
 
 // UseHandoffStore loads the live handoff records and writes every later
@@ -150,9 +154,13 @@ func (g *Gateway) saveHandoff(h Handoff) {
 		defer g.relay.writes.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := store.SaveHandoff(ctx, h); err != nil && g.log != nil {
-			g.log.Error("save context handoff", "err", err)
+		if err := store.SaveHandoff(ctx, h); err != nil {
+			if g.log != nil {
+				g.log.Error("save context handoff", "err", err)
+			}
+			return
 		}
+		g.announceHandoff(ctx, h.ID)
 	}()
 }
 
@@ -231,6 +239,12 @@ func (g *Gateway) relayAfterSuccess(t target, conn *services.Connection, req *Re
 			delete(g.relay.busy, id)
 			g.relay.mu.Unlock()
 		}()
+		// In a fleet one replica makes the summary (best effort).
+		release, claimed := g.claimSummary(id)
+		if !claimed {
+			return
+		}
+		defer release()
 		h, ok := g.summarise(sr, lines)
 		if !ok {
 			return
@@ -327,9 +341,8 @@ func (g *Gateway) relayInjection(t target, conn *services.Connection, req *Reque
 		return nil
 	}
 	id := relayID(req, t.comboID)
-	g.relay.mu.Lock()
+	h := g.lockRecord(id)
 	defer g.relay.mu.Unlock()
-	h := g.relay.recs[id]
 	if h == nil || h.source == conn.ID || h.injected[conn.ID] {
 		return nil
 	}
