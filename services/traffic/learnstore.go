@@ -89,5 +89,6 @@ func (q *Queues) persist(ctx context.Context, all bool) (int, error) {
 		}
 	}
 	q.mu.Unlock()
+	q.announceLearned(ctx, due)
 	return len(due), nil
 }

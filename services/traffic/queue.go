@@ -195,6 +195,10 @@ type Queues struct {
 	// only. persistMu serialises its writers.
 	learnedStore LearnedStore
 	persistMu    sync.Mutex
+	// learnedFeed shares stored learned limits with the other replicas of
+	// a fleet (ShareLearned); nil in a single process.
+	learnedFeed  services.ChangeFeed
+	learnedOnErr func(error)
 }
 
 // keyQueue is the limiter of one key. Guarded by Queues.mu. It owns the
