@@ -34,10 +34,19 @@ func (s *Server) wireGateway(ctx context.Context, seed uint64) error {
 	}
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	s.gateway = gateway.New(s.clock, reg, gateway.NewUpstream(s.egress, Version), accounts.NewSelector(rng), s.resilience, s.logSink, s.metrics)
-	routeState, err := routing.NewMemoryState(ctx, routing.StateOptions{Now: s.clock.Now, LKGP: models.NewLKGPStore(s.db),
+	var lkgp routing.LKGPStore = models.NewLKGPStore(s.db)
+	if s.shared != nil {
+		// A fleet writes LKGP records off the request goroutine and shares them.
+		s.shared.lkgpStore = routing.NewSharedLKGPStore(lkgp, s.feed, s.storeErr("combo_lkgp"))
+		lkgp = s.shared.lkgpStore
+	}
+	routeState, err := routing.NewMemoryState(ctx, routing.StateOptions{Now: s.clock.Now, LKGP: lkgp,
 		OnStoreError: func(err error) { s.log.Error("save last-known-good record", "err", err) }})
 	if err != nil {
 		return err
+	}
+	if s.shared != nil {
+		s.shared.lkgpStore.Follow(routeState)
 	}
 	// The combo strategies draw from their own source, never the account selector's.
 	comboRNG := rand.New(rand.NewPCG(seed^0x5bd1e995, seed+1))
@@ -45,10 +54,14 @@ func (s *Server) wireGateway(ctx context.Context, seed uint64) error {
 	s.routeState = routeState
 	general := s.settingDocs.General
 	s.gwSettings = settings.NewDerived(general, gateway.FromGeneral)
-	s.quota = quota.New(quota.Options{Store: models.NewQuotaStore(s.db), Clock: s.clock, Logger: s.log.With("component", "quota"),
+	qopts := quota.Options{Store: models.NewQuotaStore(s.db), Clock: s.clock, Logger: s.log.With("component", "quota"),
 		MaxStale: func() time.Duration {
 			return time.Duration(general.Current().Doc.Routing.QuotaMaxStaleMs) * time.Millisecond
-		}})
+		}}
+	if s.shared != nil {
+		qopts.Feed = s.feed // a fleet shares quota windows
+	}
+	s.quota = quota.New(qopts)
 	if err := s.quota.Load(ctx); err != nil {
 		return err
 	}

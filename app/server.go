@@ -185,6 +185,9 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 		return err
 	}
 	s.wireFeed()
+	if s.shared != nil {
+		s.wireShared()
+	}
 	s.status = s.newMonitor()
 	if s.cfg.Demo {
 		if s.demo, err = startDemo(ctx, s); err != nil {
@@ -233,6 +236,9 @@ func (s *Server) Close() error {
 	s.flushResilience(s.log)
 	if s.gateway != nil {
 		s.gateway.WaitRelayWrites()
+	}
+	if s.toolLimits != nil {
+		s.toolLimits.WaitPublished()
 	}
 	if s.metrics != nil && s.metrics.usage != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

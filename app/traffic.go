@@ -29,7 +29,16 @@ func (s *Server) wireTraffic(ctx context.Context) error {
 	if _, err := s.queues.LoadLearned(ctx); err != nil {
 		return err
 	}
-	s.pins = affinity.NewPins(s.clock, func() time.Duration { return svc.Resilience().SessionAffinity.TTL() }, models.NewAffinityStore(s.db))
+	var pinStore affinity.Store = models.NewAffinityStore(s.db)
+	if s.shared != nil {
+		// A fleet writes pins off the request goroutine and shares them.
+		s.shared.pinStore = affinity.NewSharedStore(pinStore, s.feed, s.storeErr("affinity_pin"))
+		pinStore = s.shared.pinStore
+	}
+	s.pins = affinity.NewPins(s.clock, func() time.Duration { return svc.Resilience().SessionAffinity.TTL() }, pinStore)
+	if s.shared != nil {
+		s.shared.pinStore.Follow(s.pins)
+	}
 	if err := s.pins.Load(ctx); err != nil {
 		return err
 	}
