@@ -22,6 +22,7 @@ import (
 // replica and a client key.
 type fleet struct {
 	c      *cluster.Cluster
+	dsn    string // the fleet's database (its schema)
 	fu     *fakeupstream.Server
 	manage []*cluster.Client // per replica
 	key    string            // inference key
@@ -35,7 +36,7 @@ func startFleet(t *testing.T, env map[string]string, fakeKeys ...string) (*fleet
 	dsn := testkit.PostgresSchema(t)
 	fu := fakeupstream.Start(t, fakeupstream.WithEvents(3))
 	c := cluster.Start(t, cluster.Options{DatabaseURL: dsn, Upstreams: []string{fu.Addr()}, Env: env})
-	f := &fleet{c: c, fu: fu}
+	f := &fleet{c: c, dsn: dsn, fu: fu}
 	secret := cluster.ManageKey(t, c.Replica(0).URL())
 	for _, r := range c.Replicas {
 		f.manage = append(f.manage, cluster.NewClient(r.URL(), secret))
