@@ -590,8 +590,10 @@ func (s *Connections) apply(ctx context.Context, c *Connection, prov Provider, i
 	if in.ProxyURL.Set {
 		if in.ProxyURL.Null || in.ProxyURL.V == "" {
 			c.ProxyURL = ""
-		} else if u, err := url.Parse(in.ProxyURL.V); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "socks5") {
-			fe.add("proxyUrl", "Use http://, https:// or socks5://.")
+		} else if msg := s.egress.CheckProxyURL(in.ProxyURL.V, prov.AuthClass); msg != "" {
+			fe.add("proxyUrl", msg)
+		} else if len(in.ProxyURL.V) > 2048 {
+			fe.add("proxyUrl", "Use at most 2048 characters.")
 		} else {
 			c.ProxyURL = Secret(in.ProxyURL.V)
 		}

@@ -47,8 +47,8 @@ func FuzzBaseURL(f *testing.F) {
 			g = listed
 		}
 		msg := g.CheckBaseURL(raw, class)
-		switch msg {
-		case "", msgBaseURLScheme, msgBaseURLPrivate:
+		switch {
+		case msg == "", msg == msgBaseURLScheme, msg == msgBaseURLPrivate, msg == msgBaseURLMeta, strings.HasPrefix(msg, msgSpellingPrefix):
 		default:
 			t.Fatalf("unexpected message %q", msg)
 		}
@@ -72,6 +72,12 @@ func FuzzBaseURL(f *testing.F) {
 				if a, err := netip.ParseAddr(host); err == nil && IsPrivate(a) && !allowlisted {
 					t.Fatalf("accepted private address %v for a non-local provider: %q", a, raw)
 				}
+				if a, ok := ParseLegacyIPv4(host); ok && IsPrivate(a) && !allowlisted {
+					t.Fatalf("accepted a spelling of private address %v for a non-local provider: %q", a, raw)
+				}
+			}
+			if a, _, ok := ParseHostIP(u.Hostname()); ok && IsMetadata(a) && !allowlisted {
+				t.Fatalf("accepted metadata address %v: %q", a, raw)
 			}
 			if stored := strings.TrimRight(raw, "/"); g.CheckBaseURL(stored, class) != "" {
 				t.Fatalf("%q accepted but its stored form %q is refused: %q", raw, stored, g.CheckBaseURL(stored, class))

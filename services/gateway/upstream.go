@@ -22,8 +22,14 @@ var ErrEgressRefused = errors.New("upstream address is private and not on the --
 type egressKey struct{}
 
 // egressPolicy travels in the request context to the dialer: local
-// providers may reach private addresses, everyone else goes through the guard.
+// providers may reach private addresses (never link-local or metadata ones),
+// everyone else only public ones; the allowlist widens both.
 type egressPolicy struct{ local bool }
+
+// resolver is the part of *net.Resolver the dialer uses (tests stub it).
+type resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
 
 // Upstream builds and sends upstream requests. It keeps one transport per
 // outbound proxy so connections are pooled per egress path.
@@ -31,7 +37,7 @@ type Upstream struct {
 	guard          *services.EgressGuard
 	userAgent      string
 	connectTimeout time.Duration
-	resolver       *net.Resolver
+	resolver       resolver
 
 	mu         sync.Mutex
 	transports map[string]*http.Client
@@ -78,8 +84,9 @@ func (u *Upstream) client(c *services.Connection) (*http.Client, error) {
 			return nil, fmt.Errorf("proxy URL of connection %s: %w", c.ID, err)
 		}
 		t.Proxy = http.ProxyURL(pu)
-		// The proxy is the admin's egress: dial it directly.
-		t.DialContext = (&net.Dialer{Timeout: u.connectTimeout, KeepAlive: 30 * time.Second}).DialContext
+		// The transport dials the proxy's address through u.dial, so the
+		// egress guard applies to it exactly as to a base URL: the proxy
+		// receives the provider key and every request.
 	}
 	cl := &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	u.transports[proxy] = cl
@@ -88,6 +95,7 @@ func (u *Upstream) client(c *services.Connection) (*http.Client, error) {
 
 // dial resolves the host itself so every resolved address passes the egress
 // guard before a socket opens (a DNS name pointing at 127.0.0.1 is caught).
+// addr is the upstream's, or the outbound proxy's when the connection has one.
 func (u *Upstream) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -96,6 +104,10 @@ func (u *Upstream) dial(ctx context.Context, network, addr string) (net.Conn, er
 	pol, _ := ctx.Value(egressKey{}).(egressPolicy)
 	var ips []netip.Addr
 	if ip, err := netip.ParseAddr(host); err == nil {
+		ips = []netip.Addr{ip}
+	} else if ip, ok := services.ParseLegacyIPv4(host); ok {
+		// 127.1, 2130706433, 0x7f000001…: checked and dialled as the
+		// address every inet_aton reader takes them for.
 		ips = []netip.Addr{ip}
 	} else {
 		ips, err = u.resolver.LookupNetIP(ctx, "ip", host)
@@ -106,7 +118,7 @@ func (u *Upstream) dial(ctx context.Context, network, addr string) (net.Conn, er
 	d := &net.Dialer{Timeout: u.connectTimeout, KeepAlive: 30 * time.Second}
 	var lastErr error = ErrEgressRefused
 	for _, ip := range ips {
-		if !pol.local && !u.guard.AllowedAddr(host, ip, port) {
+		if !u.guard.Allowed(pol.local, host, ip, port) {
 			continue
 		}
 		conn, err := d.DialContext(ctx, network, net.JoinHostPort(ip.Unmap().String(), port))
