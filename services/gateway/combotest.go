@@ -177,6 +177,7 @@ func (g *Gateway) probeModel(ctx context.Context, p services.Provider, c *servic
 		g.quota.Observe(c.ID, resp.Header, g.clock.Now()) // like a connection test, it refreshes the quota windows
 	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	b = services.NewCredentialRedactor(services.ConnectionSecrets(c)...).Bytes(b)
 	res.Status = resp.StatusCode
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		res.OK, res.Message = true, "OK"

@@ -100,6 +100,20 @@ func transportResult(ctx context.Context, err error) result {
 	return resTransport(resilience.TransportReset, "connection to the upstream failed")
 }
 
+// redactResult replaces every spelling of the credentials sent for c in
+// what the upstream answered, before anything reads it: the classifier,
+// last_error, the request log, the client's error and the dashboard all
+// take their text from the result (issue 17: an upstream echoing the key
+// in a 401 put it everywhere). Successful results carry no upstream text.
+func redactResult(res *result, c *services.Connection) {
+	if res.ok || (len(res.body) == 0 && res.message == "") {
+		return
+	}
+	rd := services.NewCredentialRedactor(services.ConnectionSecrets(c)...)
+	res.body = rd.Bytes(res.body)
+	res.message = rd.String(res.message)
+}
+
 var upstreamCode = regexp.MustCompile(`^[a-z0-9_]{1,64}$`)
 
 // parseUpstreamError pulls code, type and message out of an OpenAI-,

@@ -1071,6 +1071,7 @@ func (g *Gateway) dispatch(ctx context.Context, out *clientWriter, t target, c *
 	} else {
 		res = g.forwardJSON(actx, cancel, out, t, c, pl, body, set, st, onHeaders)
 	}
+	redactResult(&res, c)
 	if execTimer != nil {
 		execTimer.Stop()
 	}

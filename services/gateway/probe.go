@@ -69,6 +69,7 @@ func (g *Gateway) TestConnection(ctx context.Context, c services.Connection) ser
 		g.quota.Observe(c.ID, resp.Header, g.clock.Now()) // a test refreshes the quota windows (30-routing §12 case 4)
 	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	b = services.NewCredentialRedactor(services.ConnectionSecrets(&c)...).Bytes(b)
 	res.Status = resp.StatusCode
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		res.OK = true
