@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/labstack/echo/v4"
 
 	"switchyard/app"
 	"switchyard/handlers"
@@ -280,10 +279,7 @@ func apiRoutes(f fixture) []apiRoute {
 // new /api route must be added to apiRoutes.
 func TestAPIRouteTableCoversEveryRoute(t *testing.T) {
 	a := testkit.NewApp(t)
-	e, ok := a.Server.Handler().(*echo.Echo)
-	if !ok {
-		t.Fatalf("handler is %T, want *echo.Echo", a.Server.Handler())
-	}
+	e := a.Server.Echo()
 	inTable := map[string]bool{}
 	for _, r := range apiRoutes(fixture{}) {
 		inTable[r.String()] = true
@@ -547,7 +543,7 @@ func TestAPIConnectionSecretNeverInResponses(t *testing.T) {
 		bodies = append(bodies, rec.Body.String())
 		return rec
 	}
-	rec := keep(a.admin("POST", "/api/connections", `{"provider":"openai","name":"canary","apiKey":"`+canary+`","proxyUrl":"socks5://u:`+proxyPass+`@10.1.1.1:1080"}`))
+	rec := keep(a.admin("POST", "/api/connections", `{"provider":"openai","name":"canary","apiKey":"`+canary+`","proxyUrl":"socks5://u:`+proxyPass+`@203.0.113.10:1080"}`))
 	if rec.Code != 201 {
 		t.Fatalf("create: %d %s", rec.Code, rec.Body.String())
 	}
@@ -569,7 +565,7 @@ func TestAPIConnectionSecretNeverInResponses(t *testing.T) {
 		}
 	}
 	got := a.mustJSON(t, "GET", "/api/connections/"+id, "", 200)
-	if got["proxyUrl"] != "socks5://u:****@10.1.1.1:1080" {
+	if got["proxyUrl"] != "socks5://u:****@203.0.113.10:1080" {
 		t.Errorf("proxyUrl = %v", got["proxyUrl"])
 	}
 }
@@ -955,7 +951,7 @@ func (b *syncBuffer) auditLines(t *testing.T) []map[string]any {
 func newLoggedApp(t *testing.T) (*apiApp, *syncBuffer) {
 	t.Helper()
 	dir := t.TempDir()
-	env := map[string]string{"SWITCHYARD_ADMIN_PASSWORD": testkit.AdminPassword, "SWITCHYARD_DATA_DIR": dir}
+	env := map[string]string{"SWITCHYARD_ADMIN_PASSWORD": testkit.AdminPassword, "SWITCHYARD_DATA_DIR": dir, "SWITCHYARD_PUBLIC_HOSTS": testkit.TestHost}
 	cfg, err := app.LoadConfig([]string{"--addr", "127.0.0.1:0"}, func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)

@@ -11,10 +11,63 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"switchyard/services"
+	"switchyard/services/gateway"
 )
+
+// BodyTimeouts bound the reading of request bodies (issue 17): a client
+// must send the first byte within FirstByte of the headers, keep up at
+// least MinRate bytes per second after that (each byte buys 1/MinRate s
+// more, as Apache's mod_reqtimeout counts it), and finish within Total —
+// ClientAPITotal on the client API, whose bodies are larger — or the read
+// fails and the connection is closed. Responses are not bounded: streams
+// run as long as they need.
+type BodyTimeouts struct {
+	FirstByte      time.Duration
+	Total          time.Duration
+	ClientAPITotal time.Duration
+	MinRate        int64 // bytes per second; 0 = no rate floor
+}
+
+// DefaultBodyTimeouts are the production defaults: 10 s to the first byte,
+// 30 s for dashboard and /api bodies (≤ 1 MiB), 120 s for client API bodies
+// (a 32 MiB body needs about 280 KiB/s), 1 KiB/s minimum rate.
+func DefaultBodyTimeouts() BodyTimeouts {
+	return BodyTimeouts{FirstByte: 10 * time.Second, Total: 30 * time.Second, ClientAPITotal: 120 * time.Second, MinRate: 1024}
+}
+
+// listFlag is a repeatable flag of comma-separated values.
+type listFlag struct{ vals *[]string }
+
+func (l listFlag) String() string { return "" }
+func (l listFlag) Set(v string) error {
+	for _, e := range strings.Split(v, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			*l.vals = append(*l.vals, e)
+		}
+	}
+	return nil
+}
+
+// parseSize reads a byte count: digits, optionally with KiB, MiB or GiB.
+func parseSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	mult := int64(1)
+	for suf, m := range map[string]int64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30} {
+		if strings.HasSuffix(s, suf) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, suf)), m
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0, errors.New("not a byte count")
+	}
+	return n * mult, nil
+}
 
 // Config is start-up configuration from flags and environment. Settings the
 // admin edits at run time live in the database, not here.
@@ -48,6 +101,15 @@ type Config struct {
 	// Getenv is the environment the settings documents read their env
 	// overrides from (nil = none).
 	Getenv func(string) string
+	// Body bounds how long a client may take to send a request body.
+	Body BodyTimeouts
+	// PublicHosts (--public-host / SWITCHYARD_PUBLIC_HOSTS) are the host
+	// names, besides the listen address and loopback names, the dashboard
+	// and /api answer to: the names a reverse proxy or DNS points at this
+	// gateway. Anything else is refused (DNS rebinding).
+	PublicHosts []string
+	// Upstream bounds what one upstream answer can make the gateway hold.
+	Upstream gateway.BodyLimits
 
 	egress *services.EgressGuard
 }
@@ -71,6 +133,28 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 	fs.StringVar(&cfg.DatabaseURL, "database-url", getenv("SWITCHYARD_DATABASE_URL"), "postgres:// URL of a shared database (default: embedded SQLite in --data-dir)")
 	fs.StringVar(&cfg.RedisURL, "redis-url", getenv("SWITCHYARD_REDIS_URL"), "redis:// URL of a Redis or Valkey server for fleet-wide limits (needs --database-url)")
 	fs.StringVar(&cfg.PrivateUpstreams, "allow-private-upstreams", getenv("SWITCHYARD_PRIVATE_UPSTREAMS"), "comma-separated host:port or CIDR entries non-local providers may reach although private")
+	if v := getenv("SWITCHYARD_PUBLIC_HOSTS"); v != "" {
+		_ = listFlag{&cfg.PublicHosts}.Set(v)
+	}
+	var flagHosts []string
+	fs.Var(listFlag{&flagHosts}, "public-host", "host name the dashboard and /api answer to besides the listen address and loopback (repeatable, comma-separated)")
+	type knob struct {
+		flag, env, def string
+		val            *string
+	}
+	knobs := []knob{
+		{"body-first-byte-timeout", "SWITCHYARD_BODY_FIRST_BYTE_TIMEOUT", "10s", nil},
+		{"body-timeout", "SWITCHYARD_BODY_TIMEOUT", "30s", nil},
+		{"client-body-timeout", "SWITCHYARD_CLIENT_BODY_TIMEOUT", "120s", nil},
+		{"body-min-rate", "SWITCHYARD_BODY_MIN_RATE", "1024", nil},
+		{"upstream-max-event-bytes", "SWITCHYARD_UPSTREAM_MAX_EVENT_BYTES", "4MiB", nil},
+		{"upstream-max-body-bytes", "SWITCHYARD_UPSTREAM_MAX_BODY_BYTES", "16MiB", nil},
+		{"upstream-buffer-budget", "SWITCHYARD_UPSTREAM_BUFFER_BUDGET", "64MiB", nil},
+	}
+	for i := range knobs {
+		k := &knobs[i]
+		k.val = fs.String(k.flag, envOr(getenv, k.env, k.def), k.env)
+	}
 	if err := fs.Parse(args); err != nil {
 		return Config{}, fmt.Errorf("flags: %w", err)
 	}
@@ -82,6 +166,9 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 	cfg.AdminPassword = getenv("SWITCHYARD_ADMIN_PASSWORD")
 	cfg.PprofAddr = getenv("SWITCHYARD_PPROF_ADDR")
 	cfg.ReplicaID = getenv("SWITCHYARD_REPLICA_ID")
+	if len(flagHosts) > 0 {
+		cfg.PublicHosts = flagHosts
+	}
 	var problems []error
 	cfg.RedisGrantTTLMs = 30_000
 	if v := getenv("SWITCHYARD_REDIS_GRANT_TTL_MS"); v != "" {
@@ -92,6 +179,31 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 			cfg.RedisGrantTTLMs = n
 		}
 	}
+	durationKnob := func(k knob, min, max time.Duration, dst *time.Duration) {
+		d, err := time.ParseDuration(strings.TrimSpace(*k.val))
+		if err != nil || d < min || d > max {
+			problems = append(problems, fmt.Errorf("--%s (%s): %q is not a duration from %v to %v (for example 10s)", k.flag, k.env, *k.val, min, max))
+			return
+		}
+		*dst = d
+	}
+	sizeKnob := func(k knob, min, max int64, dst *int64) {
+		n, err := parseSize(*k.val)
+		if err != nil || n < min || n > max {
+			problems = append(problems, fmt.Errorf("--%s (%s): %q is not a byte count from %d to %d (for example 4MiB)", k.flag, k.env, *k.val, min, max))
+			return
+		}
+		*dst = n
+	}
+	durationKnob(knobs[0], time.Second, time.Hour, &cfg.Body.FirstByte)
+	durationKnob(knobs[1], time.Second, time.Hour, &cfg.Body.Total)
+	durationKnob(knobs[2], time.Second, time.Hour, &cfg.Body.ClientAPITotal)
+	sizeKnob(knobs[3], 0, 1<<30, &cfg.Body.MinRate)
+	var event int64
+	sizeKnob(knobs[4], 64<<10, 256<<20, &event)
+	cfg.Upstream.MaxEventBytes = int(event)
+	sizeKnob(knobs[5], 1<<20, 1<<30, &cfg.Upstream.MaxBodyBytes)
+	sizeKnob(knobs[6], 1<<20, 16<<30, &cfg.Upstream.BudgetBytes)
 	cfg.LogRetentionDays = 7
 	if v := getenv("SWITCHYARD_LOG_RETENTION_DAYS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -140,6 +252,22 @@ func (c *Config) validate() error {
 		}
 	}
 	problems = append(problems, c.validateShared()...)
+	if c.Body != (BodyTimeouts{}) {
+		if c.Body.FirstByte > c.Body.Total || c.Body.FirstByte > c.Body.ClientAPITotal {
+			problems = append(problems, errors.New("--body-first-byte-timeout: must not exceed --body-timeout or --client-body-timeout"))
+		}
+	}
+	if u := c.Upstream; u.BudgetBytes > 0 && (u.BudgetBytes < int64(u.MaxEventBytes) || u.BudgetBytes < u.MaxBodyBytes) {
+		problems = append(problems, errors.New("--upstream-buffer-budget: must be at least --upstream-max-event-bytes and --upstream-max-body-bytes, or no answer that large could ever be read"))
+	}
+	for i, h := range c.PublicHosts {
+		norm, err := normalizePublicHost(h)
+		if err != nil {
+			problems = append(problems, fmt.Errorf("--public-host (SWITCHYARD_PUBLIC_HOSTS): %q %v", h, err))
+			continue
+		}
+		c.PublicHosts[i] = norm
+	}
 	g, err := services.ParseEgressAllowlist(c.PrivateUpstreams)
 	if err != nil {
 		problems = append(problems, fmt.Errorf("--allow-private-upstreams: %w", err))

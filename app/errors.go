@@ -129,6 +129,7 @@ func errorHandler(log *slog.Logger, pages handlers.Layout) echo.HTTPErrorHandler
 			return
 		}
 		err = failClosed(err)
+		c.Response().Header().Set("X-Content-Type-Options", "nosniff")
 		path := c.Request().URL.Path
 		isAPI := strings.HasPrefix(path, "/api/") || path == "/api" || path == "/metrics"
 		status := statusOf(err, isAPI)
@@ -193,6 +194,7 @@ func failClosed(err error) error {
 // and an error toast (or HX-Redirect on 401); full pages get the error page
 // or a redirect to sign in.
 func dashboardError(c echo.Context, pages handlers.Layout, err error, status int, rid string) {
+	setSecurityHeaders(c)
 	r := c.Request()
 	htmx := r.Header.Get("HX-Request") == "true"
 	c.Response().Header().Set("Cache-Control", "no-store")

@@ -33,7 +33,9 @@ func (s *Server) wireGateway(ctx context.Context, seed uint64) error {
 		return err
 	}
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	s.gateway = gateway.New(s.clock, reg, gateway.NewUpstream(s.egress, Version), accounts.NewSelector(rng), s.resilience, s.logSink, s.metrics)
+	up := gateway.NewUpstream(s.egress, Version)
+	up.SetBodyLimits(s.cfg.Upstream)
+	s.gateway = gateway.New(s.clock, reg, up, accounts.NewSelector(rng), s.resilience, s.logSink, s.metrics)
 	var lkgp routing.LKGPStore = models.NewLKGPStore(s.db)
 	if s.shared != nil {
 		// A fleet writes LKGP records off the request goroutine and shares them.

@@ -109,6 +109,8 @@ func TestConnectionProxyIsUsed(t *testing.T) {
 		rp.ServeHTTP(w, r)
 	}))
 	defer proxy.Close()
+	// A proxy on loopback is a private address: only the start-up allowlist admits it.
+	f.app.Server.Egress().Allow(strings.TrimPrefix(proxy.URL, "http://"))
 	c := f.app.AddConnection(services.ConnectionInput{Provider: services.Some("fake"), Custom: services.Some(services.CustomSpec{WireFormat: "openai", AuthClass: "apikey"}),
 		Name: services.Some("via-proxy"), APIKey: services.Some("fk-p"), BaseURL: services.Some(f.fu.URL() + "/v1"),
 		ProxyURL: services.Some("http://ops:secret@" + strings.TrimPrefix(proxy.URL, "http://"))})

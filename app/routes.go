@@ -20,9 +20,17 @@ func (s *Server) routes() *echo.Echo {
 	e.HTTPErrorHandler = errorHandler(s.log, h.layout)
 	e.Use(requestID, recoverer, s.metrics.httpMiddleware)
 
-	// Public probes and assets.
+	// Public probes and assets. /healthz answers any Host (load balancers
+	// and orchestrators probe by address); everything a browser renders
+	// answers only the gateway's own names (hostGuard).
 	e.GET("/healthz", s.healthz)
-	e.GET("/static/*", echo.WrapHandler(static.Handler()))
+	assets := echo.WrapHandler(static.Handler())
+	e.GET("/static/*", func(c echo.Context) error {
+		if !static.Known(c.Request().URL.Path) {
+			return services.ErrNotFound // the error page, with the security headers
+		}
+		return assets(c)
+	}, s.hostGuard)
 
 	// ---- Client API (10-gateway-api): key auth inside the handlers, so the
 	// body is read only after it. Both route groups mark their requests as
@@ -54,10 +62,11 @@ func (s *Server) routes() *echo.Echo {
 	}
 
 	// ---- Management API (40-admin-api): an admin session (with cross-origin
-	// protection) or a key with scope manage.
-	e.GET("/api/monitoring/health", h.health.Show, adminIfPresent(s.auth, s.keys, s.cookies)) // §4.1, public in its minimal form
-	e.GET("/metrics", s.metrics.handler(), apiAuth(s.auth, s.keys, s.cookies, services.ScopeManage, services.ScopeMetrics))
-	api := e.Group("/api", apiAuth(s.auth, s.keys, s.cookies, services.ScopeManage))
+	// protection) or a key with scope manage. The Host check runs first on
+	// every route from here on (DNS rebinding).
+	e.GET("/api/monitoring/health", h.health.Show, s.hostGuard, adminIfPresent(s.auth, s.keys, s.cookies)) // §4.1, public in its minimal form
+	e.GET("/metrics", s.metrics.handler(), s.hostGuard, apiAuth(s.auth, s.keys, s.cookies, services.ScopeManage, services.ScopeMetrics))
+	api := e.Group("/api", s.hostGuard, apiAuth(s.auth, s.keys, s.cookies, services.ScopeManage))
 
 	// Settings documents and feature flags (§2, §2.5, §9).
 	api.GET("/resilience", h.settingsAPI.ShowResilience)
@@ -114,15 +123,17 @@ func (s *Server) routes() *echo.Echo {
 	// ---- Dashboard (50-dashboard): security headers everywhere, the setup
 	// gate, the admin session. Forms that htmx sends as PUT or DELETE also
 	// answer POST, so they work without script.
-	pub := e.Group("", securityHeaders, crossOrigin())
+	// Credential forms are read only up to a few KiB (issue 17 item 6);
+	// cookie writes need Origin or Sec-Fetch-Site (item 8).
+	pub := e.Group("", s.hostGuard, securityHeaders, crossOrigin())
 	pub.GET("/setup", h.setup.New)
-	pub.POST("/setup", h.setup.Create)
+	pub.POST("/setup", h.setup.Create, limitForm(credentialFormMax))
 	pub.GET("/login", h.signIn.New)
-	pub.POST("/login", h.signIn.Create)
+	pub.POST("/login", h.signIn.Create, limitForm(credentialFormMax))
 	pub.GET("/logout", func(c echo.Context) error {
 		return echo.NewHTTPError(http.StatusMethodNotAllowed, "Sign out with the button (POST).")
 	})
-	dash := pub.Group("", setupGate(s.auth), requireAdmin(s.auth, s.cookies))
+	dash := pub.Group("", setupGate(s.auth), requireAdmin(s.auth, s.cookies), requireBrowserOrigin)
 	dash.POST("/logout", h.signIn.Delete)
 
 	// Overview (§6.3).
@@ -214,7 +225,7 @@ func (s *Server) routes() *echo.Echo {
 
 	// Settings → Account (§6.11).
 	dash.GET("/settings/account", h.account.Show)
-	dash.POST("/settings/account/password", h.account.UpdatePassword)
+	dash.POST("/settings/account/password", h.account.UpdatePassword, limitForm(credentialFormMax))
 	dash.GET("/settings/account/confirm-end-others", h.account.ConfirmDeleteOtherSessions)
 	dash.POST("/settings/account/sessions/end-others", h.account.DeleteOtherSessions)
 	dash.POST("/settings/account/sessions/:id/end", h.account.DeleteSession)

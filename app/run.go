@@ -61,15 +61,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// that went away).
 	reqCtx, cutRequests := context.WithCancelCause(context.Background())
 	defer cutRequests(nil)
-	hs := &http.Server{
-		BaseContext:       func(net.Listener) context.Context { return reqCtx },
-		Handler:           srv.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		// No WriteTimeout: streams use per-write deadlines instead.
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	hs := srv.newHTTPServer(reqCtx, log)
 	if cfg.PprofAddr != "" {
 		stopPprof, err := startPprof(cfg.PprofAddr, log)
 		if err != nil {
@@ -83,7 +75,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		srv.PrintDemo(stdout, fmt.Sprintf("http://%s:%d", host, addr.Port))
 	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- hs.Serve(ln) }()
+	go func() { serveErr <- hs.Serve(sniffListener{ln}) }()
 	select {
 	case err := <-serveErr:
 		return fmt.Errorf("serve: %w", err)

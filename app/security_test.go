@@ -502,7 +502,7 @@ func TestSecurityLoginNextIsNotAnOpenRedirect(t *testing.T) {
 // HttpOnly, SameSite=Lax, Path=/ and without Domain; a forwarded-proto header
 // from an untrusted peer over plain HTTP changes nothing.
 func TestSecuritySessionCookieOverTLSAndForwardedProto(t *testing.T) {
-	a := testkit.NewApp(t)
+	a := testkit.NewApp(t, testkit.WithEnv("SWITCHYARD_PUBLIC_HOSTS", testkit.TestHost+",gw.example"))
 	login := func(target string, headers ...string) *http.Cookie {
 		form := url.Values{"password": {testkit.AdminPassword}}
 		req := httptest.NewRequest("POST", target, strings.NewReader(form.Encode()))

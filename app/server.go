@@ -81,6 +81,7 @@ type Server struct {
 	resilience  *resilience.Engine
 	status      *resilience.Monitor
 	echo        *echo.Echo
+	handler     http.Handler
 	startedAt   time.Time
 
 	health     healthCache
@@ -196,6 +197,11 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 	}
 	s.cookies = newCookieSessions(s.keyring)
 	s.echo = s.routes()
+	bt := s.cfg.Body
+	if bt == (BodyTimeouts{}) {
+		bt = DefaultBodyTimeouts()
+	}
+	s.handler = withBodyDeadline(bt, s.echo)
 	// Last: nothing after it can fail, so no failed Build leaks the loops.
 	if s.shared != nil {
 		s.shared.start()
@@ -207,8 +213,12 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 	return nil
 }
 
-// Handler is the HTTP handler of the whole product.
-func (s *Server) Handler() http.Handler { return s.echo }
+// Handler is the HTTP handler of the whole product, request-body bounds
+// included.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Echo is the router inside Handler (route-walk tests enumerate it).
+func (s *Server) Echo() *echo.Echo { return s.echo }
 
 // SetListenAddr records where the listener is, for the dashboard.
 func (s *Server) SetListenAddr(addr string, loopback bool) {

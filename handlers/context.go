@@ -11,6 +11,8 @@
 package handlers
 
 import (
+	"net/http"
+
 	"github.com/labstack/echo/v4"
 
 	"switchyard/services"
@@ -79,4 +81,6 @@ func Actor(c echo.Context) string {
 type SessionCookies interface {
 	Issue(c echo.Context, sessionID string) error
 	Clear(c echo.Context) error
+	// Read returns the session id of the request's cookie, or "".
+	Read(r *http.Request) string
 }

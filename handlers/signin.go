@@ -82,7 +82,9 @@ func (h *Setup) Create(c echo.Context) error {
 // SignInAuth is what signing in and out calls (services.Auth).
 type SignInAuth interface {
 	NeedsSetup() bool
-	Login(ctx context.Context, ip string, loopback bool, userAgent, password string) (string, error)
+	// SignIn checks the password and opens a session, revoking the session
+	// the browser presented (presented may be "").
+	SignIn(ctx context.Context, ip string, loopback bool, userAgent, password, presented string) (string, error)
 	Logout(ctx context.Context, sessionID string) error
 }
 
@@ -116,7 +118,7 @@ func (h *SignIn) Create(c echo.Context) error {
 	ip := h.ClientIP(r)
 	host, _, _ := net.SplitHostPort(r.RemoteAddr)
 	loopback := net.ParseIP(host) != nil && net.ParseIP(host).IsLoopback()
-	sid, err := h.Auth.Login(r.Context(), ip, loopback, r.UserAgent(), c.FormValue("password"))
+	sid, err := h.Auth.SignIn(r.Context(), ip, loopback, r.UserAgent(), c.FormValue("password"), h.Cookies.Read(r))
 	var verr *services.ValidationError
 	var terr *services.ThrottledError
 	switch {

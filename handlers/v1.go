@@ -126,9 +126,9 @@ func (h *V1) readBody(c echo.Context) ([]byte, error) {
 	if r.ContentLength > lim.MaxBodyBytes {
 		return nil, gwErr(services.CodeRequestTooLarge, fmt.Sprintf("The body is larger than %d bytes.", lim.MaxBodyBytes))
 	}
-	_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now().Add(60 * time.Second))
+	// The read is bounded by the server's body deadline (app: first byte,
+	// minimum rate, total), which also closes a connection that sends too slowly.
 	b, err := io.ReadAll(http.MaxBytesReader(c.Response(), r.Body, lim.MaxBodyBytes))
-	_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Time{})
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {

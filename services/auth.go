@@ -7,8 +7,10 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -21,16 +23,20 @@ const (
 	SessionMaxLifetime = 7 * 24 * time.Hour
 )
 
-// Password rules shared by setup and password change.
+// Password rules shared by setup and password change. PasswordMaxBytes
+// bounds every password the server reads (sign-in included) before any
+// hashing: 256 characters of 4-byte UTF-8 fit, a 9 MB paste does not.
 const (
-	PasswordMinLen = 12
-	PasswordMaxLen = 256
+	PasswordMinLen   = 12
+	PasswordMaxLen   = 256
+	PasswordMaxBytes = 1024
 )
 
 // Messages of the setup, sign-in and account forms.
 const (
 	MsgPasswordShort    = "Use at least 12 characters."
 	MsgPasswordLong     = "Use at most 256 characters."
+	MsgPasswordBytes    = "Use at most 1,024 bytes."
 	MsgPasswordMismatch = "The two passwords do not match."
 	MsgPasswordEmpty    = "Enter the password."
 	MsgWrongPassword    = "Wrong password."
@@ -71,10 +77,10 @@ type Auth struct {
 	clock     Clock
 	params    Argon2Params
 	verifySem chan struct{}
+	throttle  LoginThrottle
+	verified  atomic.Int64 // argon2id verifications run
 
 	mu       sync.Mutex
-	perIP    map[string][]time.Time // failure times within the window
-	account  []time.Time
 	hasPwd   bool
 	lastSeen map[string]time.Time // throttles TouchSession writes
 }
@@ -89,19 +95,10 @@ type Argon2Params struct {
 // DefaultArgon2 follows the OWASP recommendation (19 MiB, 2 passes, 1 lane).
 var DefaultArgon2 = Argon2Params{MemoryKiB: 19 * 1024, Time: 2, Threads: 1}
 
-// Throttling constants (50-dashboard §6.2).
-const (
-	throttleWindow      = 15 * time.Minute
-	throttlePerIPFrom   = 5
-	throttleAccountFrom = 20
-	throttleBase        = 30 * time.Second
-	throttleCap         = 15 * time.Minute
-)
-
 // NewAuth builds the service.
 func NewAuth(ctx context.Context, store AdminStore, clock Clock, params Argon2Params) (*Auth, error) {
 	a := &Auth{store: store, clock: clock, params: params, verifySem: make(chan struct{}, 2),
-		perIP: map[string][]time.Time{}, lastSeen: map[string]time.Time{}}
+		throttle: NewMemoryLoginThrottle(), lastSeen: map[string]time.Time{}}
 	_, err := store.PasswordHash(ctx)
 	switch {
 	case err == nil:
@@ -111,6 +108,14 @@ func NewAuth(ctx context.Context, store AdminStore, clock Clock, params Argon2Pa
 	}
 	return a, nil
 }
+
+// UseLoginThrottle replaces the in-memory throttle (a store shared by
+// several gateways counts fleet-wide). Call it before serving.
+func (a *Auth) UseLoginThrottle(t LoginThrottle) { a.throttle = t }
+
+// Verifications counts the argon2id password verifications run so far
+// (tests assert one per admitted attempt and none for refused ones).
+func (a *Auth) Verifications() int64 { return a.verified.Load() }
 
 // NeedsSetup reports whether no admin password is stored yet.
 func (a *Auth) NeedsSetup() bool {
@@ -124,6 +129,8 @@ func ValidateNewPassword(field, pw, confirm string) error {
 	fe := fieldErrors{}
 	n := utf8.RuneCountInString(pw)
 	switch {
+	case len(pw) > PasswordMaxBytes:
+		fe.add(field, MsgPasswordBytes)
 	case n < PasswordMinLen:
 		fe.add(field, MsgPasswordShort)
 	case n > PasswordMaxLen:
@@ -162,32 +169,74 @@ func NewSessionID() string { return RandomToken(32) }
 // Login checks the password under throttling and opens a session, returning
 // its id (to be put in the cookie, never stored in plain).
 func (a *Auth) Login(ctx context.Context, ip string, loopback bool, userAgent, pw string) (string, error) {
+	if err := a.checkPassword(ctx, ip, loopback, "password", pw, fmt.Errorf("%s: %w", MsgWrongPassword, ErrUnauthorized)); err != nil {
+		return "", err
+	}
+	return a.openSession(ctx, ip, userAgent)
+}
+
+// SignIn is Login that also revokes the session the browser presented, if
+// any (issue 17 item 15): signing in again never leaves the old cookie
+// usable, so a cookie planted before sign-in or left from an earlier
+// sign-in is dead once the admin signs in.
+func (a *Auth) SignIn(ctx context.Context, ip string, loopback bool, userAgent, pw, presented string) (string, error) {
+	sid, err := a.Login(ctx, ip, loopback, userAgent, pw)
+	if err != nil {
+		return "", err
+	}
+	if presented != "" && presented != sid {
+		if err := a.store.DeleteSession(ctx, SHA256Hex(presented)); err != nil && !errors.Is(err, ErrNotFound) {
+			return "", err
+		}
+	}
+	return sid, nil
+}
+
+// ConfirmPassword re-checks the admin password of a signed-in admin before
+// a sensitive change, under the same throttle as sign-in (a stolen session
+// must not be a way to guess the password).
+func (a *Auth) ConfirmPassword(ctx context.Context, ip string, loopback bool, field, pw string) error {
+	return a.checkPassword(ctx, ip, loopback, field, pw, Invalid(field, MsgCurrentWrong))
+}
+
+// checkPassword runs one throttled argon2id check of pw against the stored
+// hash: the throttle reserves the check (and counts it as a failure) before
+// it runs, so concurrent attempts cannot exceed the limit; wrong is the
+// error of a wrong password.
+func (a *Auth) checkPassword(ctx context.Context, ip string, loopback bool, field, pw string, wrong error) error {
 	if pw == "" {
-		return "", Invalid("password", MsgPasswordEmpty)
+		return Invalid(field, MsgPasswordEmpty)
 	}
-	now := a.clock.Now()
-	if wait := a.throttled(ip, loopback, now); wait > 0 {
-		return "", &ThrottledError{RetryAfter: wait}
+	if len(pw) > PasswordMaxBytes {
+		return Invalid(field, MsgPasswordBytes)
 	}
+	res, err := a.throttle.Reserve(ctx, LoginAttempt{IP: ip, Loopback: loopback, At: a.clock.Now()})
+	if err != nil {
+		return err
+	}
+	if res.Wait > 0 {
+		return &ThrottledError{RetryAfter: res.Wait}
+	}
+	settle := func(o LoginOutcome) { _ = a.throttle.Settle(context.WithoutCancel(ctx), res, o) }
 	hash, err := a.store.PasswordHash(ctx)
 	if err != nil {
+		settle(LoginNotChecked)
 		if errors.Is(err, ErrNotFound) {
-			return "", ErrUnauthorized
+			return ErrUnauthorized
 		}
-		return "", err
+		return err
 	}
 	ok, err := a.verify(ctx, hash, pw)
 	if err != nil {
-		return "", err
+		settle(LoginNotChecked)
+		return err
 	}
 	if !ok {
-		a.recordFailure(ip, now)
-		return "", fmt.Errorf("%s: %w", MsgWrongPassword, ErrUnauthorized)
+		settle(LoginFailed)
+		return wrong
 	}
-	a.mu.Lock()
-	delete(a.perIP, ip)
-	a.mu.Unlock()
-	return a.openSession(ctx, ip, userAgent)
+	settle(LoginSucceeded)
+	return nil
 }
 
 func (a *Auth) openSession(ctx context.Context, ip, userAgent string) (string, error) {
@@ -255,22 +304,15 @@ func (a *Auth) Sessions(ctx context.Context) ([]AdminSession, error) {
 	return a.store.ListSessions(ctx)
 }
 
-// ChangePassword checks the current password, stores the new one, ends every
-// session and opens a fresh one for the caller (rotation).
+// ChangePassword checks the current password (throttled like sign-in),
+// stores the new one, ends every session and opens a fresh one for the
+// caller (rotation).
 func (a *Auth) ChangePassword(ctx context.Context, ip, userAgent, current, next, confirm string) (string, error) {
 	if err := ValidateNewPassword("new", next, confirm); err != nil {
 		return "", err
 	}
-	hash, err := a.store.PasswordHash(ctx)
-	if err != nil {
+	if err := a.ConfirmPassword(ctx, ip, isLoopbackIP(ip), "current", current); err != nil {
 		return "", err
-	}
-	ok, err := a.verify(ctx, hash, current)
-	if err != nil {
-		return "", err
-	}
-	if !ok {
-		return "", Invalid("current", MsgCurrentWrong)
 	}
 	if err := a.store.SetPasswordHash(ctx, a.hash(next), false); err != nil {
 		return "", err
@@ -281,54 +323,10 @@ func (a *Auth) ChangePassword(ctx context.Context, ip, userAgent, current, next,
 	return a.openSession(ctx, ip, userAgent)
 }
 
-// throttled returns how long ip must still wait, or 0.
-func (a *Auth) throttled(ip string, loopback bool, now time.Time) time.Duration {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	fails := prune(a.perIP[ip], now)
-	a.perIP[ip] = fails
-	a.account = prune(a.account, now)
-	wait := backoffWait(fails, throttlePerIPFrom, now)
-	if !loopback {
-		if w := backoffWait(a.account, throttleAccountFrom, now); w > wait {
-			wait = w
-		}
-	}
-	return wait
-}
-
-func (a *Auth) recordFailure(ip string, now time.Time) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.perIP[ip] = append(prune(a.perIP[ip], now), now)
-	a.account = append(prune(a.account, now), now)
-}
-
-// backoffWait: from the from-th failure, wait 30 s after the last failure,
-// doubling per further failure, capped at 15 min.
-func backoffWait(fails []time.Time, from int, now time.Time) time.Duration {
-	if len(fails) < from {
-		return 0
-	}
-	d := throttleBase
-	for i := from; i < len(fails) && d < throttleCap; i++ {
-		d *= 2
-	}
-	if d > throttleCap {
-		d = throttleCap
-	}
-	if rem := fails[len(fails)-1].Add(d).Sub(now); rem > 0 {
-		return rem
-	}
-	return 0
-}
-
-func prune(ts []time.Time, now time.Time) []time.Time {
-	i := 0
-	for i < len(ts) && now.Sub(ts[i]) >= throttleWindow {
-		i++
-	}
-	return ts[i:]
+// isLoopbackIP reports a loopback address (the account-wide limit spares it).
+func isLoopbackIP(ip string) bool {
+	a, err := netip.ParseAddr(ip)
+	return err == nil && a.Unmap().IsLoopback()
 }
 
 func (a *Auth) hash(pw string) string {
@@ -365,6 +363,7 @@ func (a *Auth) verify(ctx context.Context, encoded, pw string) (bool, error) {
 	if err1 != nil || err2 != nil {
 		return false, errors.New("services: stored password hash is corrupt")
 	}
+	a.verified.Add(1)
 	got := argon2.IDKey([]byte(pw), salt, t, m, p, uint32(len(want)))
 	return subtle.ConstantTimeCompare(got, want) == 1, nil
 }

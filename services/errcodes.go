@@ -43,6 +43,9 @@ const (
 	CodeRateLimitQueueFull        = "RATE_LIMIT_QUEUE_FULL"
 	CodeRateLimitQueueTimeout     = "RATE_LIMIT_QUEUE_TIMEOUT"
 	CodeRateLimitExecutionTimeout = "RATE_LIMIT_EXECUTION_TIMEOUT"
+	// CodeUpstreamBufferBusy: an oversized upstream answer found the
+	// process-wide buffer budget spent (issue 17); penalises nothing.
+	CodeUpstreamBufferBusy = "UPSTREAM_BUFFER_BUSY"
 )
 
 // Codes of exclusive session leases (services/leases, 20-resilience §6).
@@ -75,6 +78,9 @@ const (
 	CodeRateLimited         = "rate_limited"
 	CodeInternal            = "internal"
 	CodeUnavailable         = "unavailable"
+	// CodeMisdirectedRequest: the Host is not one the dashboard and /api
+	// answer to (issue 17, DNS rebinding).
+	CodeMisdirectedRequest = "misdirected_request"
 )
 
 // codeStatus is the HTTP status of every code whose status is fixed.
@@ -107,6 +113,7 @@ var codeStatus = map[string]int{
 	CodeRateLimitQueueFull:        http.StatusTooManyRequests,
 	CodeRateLimitQueueTimeout:     http.StatusServiceUnavailable,
 	CodeRateLimitExecutionTimeout: http.StatusGatewayTimeout,
+	CodeUpstreamBufferBusy:        http.StatusServiceUnavailable,
 
 	CodeLeaseContextRequired:         http.StatusBadRequest,
 	CodeLeaseContextInvalid:          http.StatusBadRequest,
@@ -133,6 +140,7 @@ var codeStatus = map[string]int{
 	CodeRateLimited:         http.StatusTooManyRequests,
 	CodeInternal:            http.StatusInternalServerError,
 	CodeUnavailable:         http.StatusServiceUnavailable,
+	CodeMisdirectedRequest:  http.StatusMisdirectedRequest,
 }
 
 // StatusOfCode is the HTTP status of an error code; 0 for a code the table

@@ -128,6 +128,13 @@ func serve(w http.ResponseWriter, r *http.Request) {
 	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(a.body))
 }
 
+// Known reports whether urlPath names a current asset (the app answers
+// unknown ones with its own 404 page, security headers included).
+func Known(urlPath string) bool {
+	_, ok := lookup(urlPath)
+	return ok
+}
+
 // lookup resolves "/static/<hash>/<name>" to an asset whose current hash is <hash>.
 func lookup(urlPath string) (asset, bool) {
 	rest, ok := strings.CutPrefix(urlPath, Prefix)

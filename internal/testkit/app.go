@@ -19,6 +19,12 @@ import (
 // AdminPassword is the admin password of apps built by NewApp.
 const AdminPassword = "correct horse battery staple"
 
+// TestHost is the Host of requests built with httptest.NewRequest (and so
+// Request and Do); apps built here list it with --public-host, as an
+// operator lists the name a reverse proxy forwards, so the dashboard and
+// /api answer it (app's Host check refuses unknown names).
+const TestHost = "example.com"
+
 // App is a Switchyard built in-process for handler tests: real SQLite in a
 // temp dir, a fake clock, requests served through httptest.
 type App struct {
@@ -45,7 +51,7 @@ func WithEnv(k, v string) AppOption {
 func NewApp(t testing.TB, opts ...AppOption) *App {
 	t.Helper()
 	dir := t.TempDir()
-	env := map[string]string{"SWITCHYARD_ADMIN_PASSWORD": AdminPassword, "SWITCHYARD_DATA_DIR": dir}
+	env := map[string]string{"SWITCHYARD_ADMIN_PASSWORD": AdminPassword, "SWITCHYARD_DATA_DIR": dir, "SWITCHYARD_PUBLIC_HOSTS": TestHost}
 	var cfg app.Config
 	for _, o := range opts {
 		o(&cfg, env)

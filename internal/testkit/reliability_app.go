@@ -22,7 +22,7 @@ import (
 func NewRealApp(t testing.TB, env map[string]string, logger *slog.Logger) *App {
 	t.Helper()
 	dir := t.TempDir()
-	full := map[string]string{"SWITCHYARD_ADMIN_PASSWORD": AdminPassword, "SWITCHYARD_DATA_DIR": dir}
+	full := map[string]string{"SWITCHYARD_ADMIN_PASSWORD": AdminPassword, "SWITCHYARD_DATA_DIR": dir, "SWITCHYARD_PUBLIC_HOSTS": TestHost}
 	for k, v := range env {
 		full[k] = v
 	}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -1108,15 +1109,24 @@ func (g *Gateway) forwardJSON(ctx context.Context, cancel context.CancelCauseFun
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		return resStatus(resp.StatusCode, resp.Header, b)
 	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	buf, err := g.up.readBody(resp.Body)
+	defer buf.release()
+	if res, ok := limitResult(err, g.up.limits()); ok {
+		return res
+	}
 	if err != nil {
 		return transportResult(ctx, err)
 	}
+	b := buf.b
 	conv, u, err := pl.convert(out.req, responseModel(out.req, t, set), b)
 	if err != nil {
 		var ue *translate.UpstreamError
 		if errors.As(err, &ue) {
-			// An error object with status 200, as some providers send.
+			// An error object with status 200, as some providers send; kept
+			// no longer than an error body is read.
+			if len(b) > 64<<10 {
+				b = bytes.Clone(b[:64<<10])
+			}
 			return resStatus(502, resp.Header, b)
 		}
 		return resBad(resilience.DetailEmptyResponse, "malformed or empty response body")

@@ -25,7 +25,10 @@ func (r Route) Canonical() string { return r.Provider.ID + "/" + r.Model }
 func ValidateModel(m string) *services.GatewayError {
 	bad := len(m) == 0 || len(m) > 256 || !utf8.ValidString(m)
 	for _, r := range m {
-		if r < 0x20 || (r >= 0x7f && r <= 0x9f) {
+		// U+FFFD is what JSON decoding makes of invalid UTF-8 and lone
+		// surrogates: such a name was not valid UTF-8 as sent, and was
+		// forwarded upstream as replacement characters before (issue 17 item 14).
+		if r < 0x20 || (r >= 0x7f && r <= 0x9f) || r == utf8.RuneError {
 			bad = true
 		}
 	}

@@ -122,7 +122,7 @@ func (g *Gateway) relayStream(ctx context.Context, cancel context.CancelCauseFun
 	r.start(g.watchdogCfg)
 	defer cancel(nil)
 	if resp := r.send(g, &t, c, path, body); resp != nil {
-		r.run(resp)
+		r.run(resp, g.up)
 	}
 	r.mu.Lock()
 	r.ended = true
@@ -231,36 +231,50 @@ func (r *streamRelay) endRead(err error) {
 	r.end(transportResult(r.ctx, err))
 }
 
-// run reads the upstream body event by event until the attempt ends.
-func (r *streamRelay) run(resp *http.Response) {
+// run reads the upstream body event by event until the attempt ends. A
+// line or an event over the upstream's MaxEventBytes ends the attempt
+// (limitResult) without reading the rest; so does an oversized event that
+// finds the process-wide budget spent.
+func (r *streamRelay) run(resp *http.Response, up *Upstream) {
 	defer resp.Body.Close()
 	br := bufio.NewReaderSize(resp.Body, upstreamReadSize)
-	var data, long []byte
+	lim := up.limits()
+	long := growBuf{max: lim.MaxEventBytes, free: eventFree, budget: up.budget, tooBig: errEventTooLarge}
+	data := long
+	defer long.release()
+	defer data.release()
 	hasData := false
 	event := ""
 	for {
 		line, err := br.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
-			// A line longer than the buffer: collect it whole.
-			long = append(long[:0], line...)
-			for err == bufio.ErrBufferFull {
+			// A line longer than the buffer: collect it whole, within the cap.
+			long.reset()
+			for {
+				if aerr := long.add(line...); aerr != nil {
+					r.overLimit(aerr, lim)
+					return
+				}
+				if err != bufio.ErrBufferFull {
+					break
+				}
 				line, err = br.ReadSlice('\n')
-				long = append(long, line...)
 			}
-			line = long
+			line = long.b
 		}
 		if len(line) > 0 {
 			trimmed := bytes.TrimRight(line, "\r\n")
 			switch {
 			case len(trimmed) == 0:
 				if hasData {
-					if r.event(event, data) {
+					if r.event(event, data.b) {
 						if r.verdict.ok {
 							r.drainTail(br)
 						}
 						return
 					}
-					data, hasData = data[:0], false
+					data.reset()
+					hasData = false
 				}
 				event = ""
 			case trimmed[0] == ':':
@@ -269,21 +283,39 @@ func (r *streamRelay) run(resp *http.Response) {
 				event = eventName(bytes.TrimSpace(trimmed[6:]))
 			case bytes.HasPrefix(trimmed, []byte("data:")):
 				payload := bytes.TrimPrefix(trimmed[5:], []byte(" "))
+				var aerr error
 				switch {
 				case hasData:
-					data = append(append(data, '\n'), payload...)
+					if aerr = data.add('\n'); aerr == nil {
+						aerr = data.add(payload...)
+					}
 				case len(payload) > 0:
-					data, hasData = append(data[:0], payload...), true
+					data.b = data.b[:0]
+					aerr, hasData = data.add(payload...), true
+				}
+				if aerr != nil {
+					r.overLimit(aerr, lim)
+					return
 				}
 			}
 		}
 		if err != nil {
-			if hasData && errors.Is(err, io.EOF) && r.event(event, data) {
+			if hasData && errors.Is(err, io.EOF) && r.event(event, data.b) {
 				return
 			}
 			r.bodyEnd(err)
 			return
 		}
+	}
+}
+
+// overLimit ends the attempt on an event over its cap or the budget.
+func (r *streamRelay) overLimit(err error, lim BodyLimits) {
+	res, _ := limitResult(err, lim)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.ended {
+		r.end(res)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"switchyard/services"
@@ -41,13 +42,41 @@ type Upstream struct {
 
 	mu         sync.Mutex
 	transports map[string]*http.Client
+
+	bodyLimits atomic.Pointer[BodyLimits]
+	budget     *memBudget
 }
 
 // NewUpstream builds the executor's HTTP side.
 func NewUpstream(guard *services.EgressGuard, version string) *Upstream {
-	return &Upstream{guard: guard, userAgent: "Switchyard/" + version, connectTimeout: 10 * time.Second,
-		resolver: net.DefaultResolver, transports: map[string]*http.Client{}}
+	u := &Upstream{guard: guard, userAgent: "Switchyard/" + version, connectTimeout: 10 * time.Second,
+		resolver: net.DefaultResolver, transports: map[string]*http.Client{}, budget: &memBudget{}}
+	u.SetBodyLimits(DefaultBodyLimits())
+	return u
 }
+
+// SetBodyLimits sets the caps on upstream answers (start-up configuration;
+// zero fields keep the defaults).
+func (u *Upstream) SetBodyLimits(l BodyLimits) {
+	d := DefaultBodyLimits()
+	if l.MaxEventBytes <= 0 {
+		l.MaxEventBytes = d.MaxEventBytes
+	}
+	if l.MaxBodyBytes <= 0 {
+		l.MaxBodyBytes = d.MaxBodyBytes
+	}
+	if l.BudgetBytes <= 0 {
+		l.BudgetBytes = d.BudgetBytes
+	}
+	u.bodyLimits.Store(&l)
+	u.budget.limit.Store(l.BudgetBytes)
+}
+
+func (u *Upstream) limits() BodyLimits { return *u.bodyLimits.Load() }
+
+// BudgetInUse reports the bytes of oversized answers held right now (tests
+// and metrics).
+func (u *Upstream) BudgetInUse() int64 { return u.budget.used.Load() }
 
 // client returns the pooled client for a connection's egress path.
 func (u *Upstream) client(c *services.Connection) (*http.Client, error) {
