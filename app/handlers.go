@@ -55,7 +55,7 @@ func (s *Server) newHandlers() *handlerSet {
 			}},
 
 		health:         &handlers.HealthAPI{Reports: s},
-		connectionsAPI: &handlers.ConnectionsAPI{API: api, Conns: s.conns, State: s.resilience, Tester: s.gateway},
+		connectionsAPI: &handlers.ConnectionsAPI{API: api, Conns: s.conns, State: s.resilience, Tester: s.gateway, Confirm: s.auth, ClientIP: clientIP},
 		combosAPI:      &handlers.CombosAPI{API: api, Combos: s.combos, Tester: s.gateway, Explainer: s.gateway},
 		keysAPI:        &handlers.KeysAPI{API: api, Keys: s.keys},
 		resilienceAPI:  &handlers.ResilienceAPI{API: api, Status: s.status, Engine: s.resilience, Catalogue: s.conns},
@@ -71,7 +71,7 @@ func (s *Server) newHandlers() *handlerSet {
 		overview: &handlers.Overview{Layout: layout, Conns: s.conns, Combos: s.combos, Keys: s.keys, Logs: s.logStore,
 			Status: s.status, Leases: s.leases, Queues: s.queues, Clock: s.clock},
 		connections: &handlers.Connections{Layout: layout, Conns: s.conns, Status: s.status, State: s.resilience, Quota: quota,
-			Tester: s.gateway, Clock: s.clock},
+			Tester: s.gateway, Clock: s.clock, Confirm: s.auth, ClientIP: clientIP},
 		combos: &handlers.Combos{Layout: layout, Combos: s.combos, Conns: s.conns, Keys: s.keys, Logs: s.logStore,
 			Gates: s.resilience, Dispatch: s.gateway, Tester: s.gateway, Explainer: s.gateway, Clock: s.clock},
 		keys: &handlers.Keys{Layout: layout, Keys: s.keys, Combos: s.combos, Conns: s.conns, Clock: s.clock},

@@ -48,14 +48,8 @@ func withBodyDeadline(bt BodyTimeouts, next http.Handler) http.Handler {
 		if isClientAPIPath(r.URL.Path) {
 			total = bt.ClientAPITotal
 		}
-		now := time.Now()
-		d := &deadlineBody{body: r.Body, rc: http.NewResponseController(w), start: now,
-			firstByte: now.Add(bt.FirstByte), last: now.Add(total), minRate: bt.MinRate}
-		d.deadline = d.firstByte
-		if d.deadline.After(d.last) {
-			d.deadline = d.last
-		}
-		if err := d.rc.SetReadDeadline(d.deadline); err != nil {
+		d, err := newDeadlineBody(r.Body, http.NewResponseController(w), time.Now(), bt.FirstByte, total, bt.MinRate)
+		if err != nil {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -64,14 +58,33 @@ func withBodyDeadline(bt BodyTimeouts, next http.Handler) http.Handler {
 	})
 }
 
+// readDeadliner is the part of http.ResponseController the body uses.
+type readDeadliner interface {
+	SetReadDeadline(time.Time) error
+}
+
+// newDeadlineBody arms the first-byte deadline (never past the total) and
+// returns the body to hand to the handler; an error means the connection
+// cannot take deadlines.
+func newDeadlineBody(body io.ReadCloser, rc readDeadliner, now time.Time, firstByte, total time.Duration, minRate int64) (*deadlineBody, error) {
+	d := &deadlineBody{body: body, rc: rc, firstByte: now.Add(firstByte), last: now.Add(total), minRate: minRate}
+	d.deadline = d.firstByte
+	if d.deadline.After(d.last) {
+		d.deadline = d.last
+	}
+	if err := rc.SetReadDeadline(d.deadline); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
 // ErrBodyTimeout is what a handler reads when a body arrives too slowly.
 var ErrBodyTimeout = errors.New("the request body did not arrive in time")
 
 // deadlineBody is a request body read under a moving deadline.
 type deadlineBody struct {
 	body      io.ReadCloser
-	rc        *http.ResponseController
-	start     time.Time
+	rc        readDeadliner
 	firstByte time.Time // deadline before any byte
 	last      time.Time // the total's end
 	deadline  time.Time // currently set

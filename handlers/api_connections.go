@@ -24,6 +24,10 @@ type ConnectionsAPI struct {
 	Conns  ConnectionService
 	State  ConnectionResetter
 	Tester ConnectionTester
+	// Confirm checks the admin password an admin session must add to
+	// keepCredentials (services.Auth); ClientIP throttles it.
+	Confirm  PasswordConfirmer
+	ClientIP func(r *http.Request) string
 }
 
 // List answers GET /api/connections[?provider=&status=], ordered
@@ -82,6 +86,9 @@ func (h *ConnectionsAPI) Show(c echo.Context) error {
 func (h *ConnectionsAPI) Update(c echo.Context) error {
 	var in services.ConnectionInput
 	if err := decodeJSON(c, &in); err != nil {
+		return err
+	}
+	if err := confirmKeep(c, h.Confirm, h.ClientIP, in); err != nil {
 		return err
 	}
 	conn, err := h.Conns.Update(c.Request().Context(), c.Param("id"), in)

@@ -76,6 +76,11 @@ type Connections struct {
 	Quota  QuotaWindows
 	Tester ConnectionTester
 	Clock  services.Clock
+	// Confirm checks the admin password that keeping a stored credential
+	// across a changed base URL or proxy needs (services.Auth); ClientIP
+	// throttles it.
+	Confirm  PasswordConfirmer
+	ClientIP func(r *http.Request) string
 }
 
 func (h *Connections) providers() []services.Provider { return h.Conns.Catalogue().All() }
@@ -175,7 +180,11 @@ func (h *Connections) Update(c echo.Context) error {
 		return err
 	}
 	v := form(c)
-	conn, err := h.Conns.Update(ctx, cur.ID, connectionInput(v, false, cur.MaskedProxyURL()))
+	in := connectionInput(v, false, cur.MaskedProxyURL())
+	var conn services.Connection
+	if err = confirmKeep(c, h.Confirm, h.ClientIP, in); err == nil {
+		conn, err = h.Conns.Update(ctx, cur.ID, in)
+	}
 	if verr, ok := validation(err); ok {
 		vm := views.EditConnectionFormVM(cur, h.providers())
 		typed := connectionForm(v, h.providers(), true)
@@ -187,6 +196,10 @@ func (h *Connections) Update(c echo.Context) error {
 		typed.Errors = views.NewFieldErrors(verr.Fields, connectionErrorFields(v))
 		typed.Fields.Errors, typed.Fields.Focus = typed.Errors, typed.Focus()
 		typed.Fields.KeyResubmit = v.Get("apiKey") != "" || v.Get("oauth.accessToken") != ""
+		_, pwErr := verr.Fields["currentPassword"]
+		typed.Fields.ConfirmKeep = pwErr || verr.Fields["apiKey"] == services.MsgRepointCredential ||
+			verr.Fields["oauth.accessToken"] == services.MsgRepointCredential
+		typed.Fields.KeepCredentials = checked(v, "keepCredentials")
 		return h.connectionsPage(c, http.StatusUnprocessableEntity, panelFragment, views.ConnectionsPageVM{Panel: &typed})
 	}
 	if err != nil {

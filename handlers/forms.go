@@ -1,9 +1,11 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -234,7 +236,45 @@ func connectionInput(v url.Values, create bool, currentProxy string) services.Co
 	}
 	in.DisableCooling = services.Some(checked(v, "disableCooling"))
 	in.Enabled = services.Some(checked(v, "enabled"))
+	if !create {
+		if checked(v, "keepCredentials") {
+			in.KeepCredentials = services.Some(true)
+		}
+		if pw := v.Get("currentPassword"); pw != "" {
+			in.CurrentPassword = services.Some(pw)
+		}
+	}
 	return in
+}
+
+// PasswordConfirmer re-checks the admin password under the sign-in
+// throttle (services.Auth).
+type PasswordConfirmer interface {
+	ConfirmPassword(ctx context.Context, ip string, loopback bool, field, password string) error
+}
+
+// confirmKeep checks the admin password an admin session must give with
+// keepCredentials (issue 17 item 12): a stolen session cookie is then not
+// enough to send a stored key to another host. A manage key has no
+// password to give; its holder is trusted with the connection's config.
+func confirmKeep(c echo.Context, auth PasswordConfirmer, clientIP func(*http.Request) string, in services.ConnectionInput) error {
+	if !in.KeepsCredentials() || SessionID(c) == "" {
+		return nil
+	}
+	if _, isKey := APIKeyOf(c); isKey {
+		return nil
+	}
+	if in.CurrentPassword.V == "" {
+		return services.Invalid("currentPassword", services.MsgConfirmPassword)
+	}
+	r := c.Request()
+	ip := clientIP(r)
+	return auth.ConfirmPassword(r.Context(), ip, isLoopbackIP(ip), "currentPassword", in.CurrentPassword.V)
+}
+
+func isLoopbackIP(ip string) bool {
+	a := net.ParseIP(ip)
+	return a != nil && a.IsLoopback()
 }
 
 // connectionErrorFields maps service field names onto the form's controls.

@@ -221,6 +221,30 @@ type ConnectionInput struct {
 	DisableCooling      Opt[bool]               `json:"disableCooling"`
 	QuotaReservePercent Opt[int]                `json:"quotaReservePercent"`
 	Tier                Opt[string]             `json:"tier"`
+	// KeepCredentials (edit only, write-only) confirms that the stored
+	// credential may be sent to a changed baseUrl or proxyUrl; without it,
+	// or a credential entered again, such a change is refused.
+	KeepCredentials Opt[bool] `json:"keepCredentials"`
+	// CurrentPassword (edit only, write-only) is the admin password that
+	// an admin session must add to keepCredentials; the handlers check it
+	// (a manage key has no password).
+	CurrentPassword Opt[string] `json:"currentPassword"`
+}
+
+// Messages of the re-point rule (issue 17 item 12).
+const (
+	MsgRepointCredential = "The base URL or proxy changed: enter the credential again, or confirm that the stored one may be sent to the new address."
+	MsgConfirmPassword   = "Enter your admin password to keep the stored credential."
+)
+
+// NewCredentialsIn reports whether in carries a credential typed in.
+func (in ConnectionInput) NewCredentialsIn() bool {
+	return (in.APIKey.Set && !in.APIKey.Null && in.APIKey.V != "") || (in.OAuth.Set && !in.OAuth.Null)
+}
+
+// KeepsCredentials reports an explicit keepCredentials: true.
+func (in ConnectionInput) KeepsCredentials() bool {
+	return in.KeepCredentials.Set && !in.KeepCredentials.Null && in.KeepCredentials.V
 }
 
 var egressGroupRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -413,7 +437,19 @@ func (s *Connections) Update(ctx context.Context, id string, in ConnectionInput)
 	}
 	prov, _ := s.catalog().Get(c.Provider)
 	wasTerminal := c.State.TerminalStatus != ""
+	oldBase, oldProxy, hadCred := c.EffectiveBaseURL(prov), c.ProxyURL, c.Credentials.Primary() != ""
 	s.apply(ctx, &c, prov, in, fe, false)
+	// A stored credential follows a new destination only when it is typed
+	// again or its keeping is confirmed: otherwise whoever holds an admin
+	// session could point the connection at their own server and read the
+	// key off the next request (issue 17 item 12).
+	if hadCred && (c.EffectiveBaseURL(prov) != oldBase || c.ProxyURL != oldProxy) && !in.NewCredentialsIn() && !in.KeepsCredentials() {
+		field := "apiKey"
+		if c.Credentials.APIKey == "" && c.Credentials.OAuth != nil {
+			field = "oauth.accessToken"
+		}
+		fe.add(field, MsgRepointCredential)
+	}
 	if err := fe.Err(); err != nil {
 		return Connection{}, err
 	}

@@ -26,6 +26,7 @@ const (
 	ConnectionCancelID      = "connection-cancel"
 	ConnectionProviderID    = "provider"
 	ConnectionPanelCloseTID = "connection-panel-close"
+	ConnectionKeepID        = "connection-keep-credentials"
 
 	// Combos.
 	CombosPageID        = "combos-page"

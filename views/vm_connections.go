@@ -447,13 +447,18 @@ type ConnectionFieldsVM struct {
 	DefaultModel string
 	Models       []string
 	KeyResubmit  bool // a secret was typed before the form came back
-	Errors       FieldErrors
-	Focus        string
+	// ConfirmKeep shows the choice of keeping the stored credential for a
+	// changed base URL or proxy (with the admin password), after the
+	// service refused the change without it.
+	ConfirmKeep     bool
+	KeepCredentials bool
+	Errors          FieldErrors
+	Focus           string
 }
 
 // Form field order, for the autofocus of the first invalid field.
 var connectionFieldOrder = []string{"provider", "customId", "customAuth", "name", "apiKey", "oauth.accessToken",
-	"oauth.refreshToken", "baseUrl", "defaultModel", "priority", "maxConcurrent", "rateLimitProtection",
+	"oauth.refreshToken", "keepCredentials", "currentPassword", "baseUrl", "defaultModel", "priority", "maxConcurrent", "rateLimitProtection",
 	"rateLimitOverrides.requestsPerMinute", "rateLimitOverrides.minTimeBetweenRequestsMs",
 	"rateLimitOverrides.concurrentRequests", "rateLimitOverrides.maxWaitMs", "rateLimitOverrides.maxQueueDepth",
 	"rateLimitOverrides.queueWaitMs", "quotaReservePercent", "tier", "disableCooling", "proxyUrl", "egressGroup", "enabled"}
