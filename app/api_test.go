@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-
 	"switchyard/app"
 	"switchyard/handlers"
 	"switchyard/internal/testkit"
