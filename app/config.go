@@ -149,7 +149,7 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 		{"body-min-rate", "SWITCHYARD_BODY_MIN_RATE", "1024", nil},
 		{"upstream-max-event-bytes", "SWITCHYARD_UPSTREAM_MAX_EVENT_BYTES", "4MiB", nil},
 		{"upstream-max-body-bytes", "SWITCHYARD_UPSTREAM_MAX_BODY_BYTES", "16MiB", nil},
-		{"upstream-buffer-budget", "SWITCHYARD_UPSTREAM_BUFFER_BUDGET", "64MiB", nil},
+		{"upstream-buffer-budget", "SWITCHYARD_UPSTREAM_BUFFER_BUDGET", "32MiB", nil},
 	}
 	for i := range knobs {
 		k := &knobs[i]

@@ -247,6 +247,10 @@ func vmRSS(field string) float64 {
 	return 0
 }
 
+// hostileJunk is what oversized answers are made of, shared so that the
+// hostile upstream itself adds nothing to the memory the tier measures.
+var hostileJunk = bytes.Repeat([]byte("A"), 64<<10)
+
 // hostileUpstream answers by model: oversized SSE lines and bodies, a 401
 // that echoes the credential, a redirect to a listener that counts hits,
 // or a normal answer.
@@ -289,7 +293,7 @@ func (h *hostileUpstream) serve(w http.ResponseWriter, r *http.Request) {
 		Model string `json:"model"`
 	}
 	_ = json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req)
-	junk := bytes.Repeat([]byte("A"), 64<<10)
+	junk := hostileJunk
 	flood := func(total int) {
 		for sent := 0; sent < total; sent += len(junk) {
 			n, err := w.Write(junk)

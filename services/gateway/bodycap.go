@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,20 +23,24 @@ type BodyLimits struct {
 	// MaxBodyBytes caps one non-stream answer.
 	MaxBodyBytes int64
 	// BudgetBytes caps, across every upstream call at once, the bytes held
-	// beyond the first eventFree of an event or bodyFree of a body: the
-	// ordinary answers never touch it, and 200 hostile streams together hold
-	// at most this much instead of 200 × MaxEventBytes.
+	// beyond the first eventFree of an event or bodyFree of a body: ordinary
+	// answers never touch it, and 200 hostile streams together hold at most
+	// this much instead of 200 × MaxEventBytes. The default keeps the whole
+	// process under 150 MiB with 200 of them (TestHostileUpstreamMemory:
+	// 133 MiB; 64 MiB of budget gave 157 MiB).
 	BudgetBytes int64
 }
 
 // DefaultBodyLimits are the documented defaults.
 func DefaultBodyLimits() BodyLimits {
-	return BodyLimits{MaxEventBytes: 4 << 20, MaxBodyBytes: 16 << 20, BudgetBytes: 64 << 20}
+	return BodyLimits{MaxEventBytes: 4 << 20, MaxBodyBytes: 16 << 20, BudgetBytes: 32 << 20}
 }
 
-// What an event or a body may hold without drawing on the budget.
+// What an event or a body may hold without drawing on the budget: SSE
+// lines up to 1 KiB do not even leave the relay's read buffer, and a few
+// KiB cover tool-call and reasoning deltas.
 const (
-	eventFree = 64 << 10
+	eventFree = 8 << 10
 	bodyFree  = 256 << 10
 )
 
@@ -73,11 +78,18 @@ func (b *memBudget) give(n int64) {
 	}
 }
 
-// growBuf is one growing buffer (an SSE line, an event's data, a body):
-// nothing grows past max, and capacity beyond free is drawn from the budget
-// and given back on release.
+// growBuf is one growing buffer (an SSE line, an event's data, a body).
+// Up to free bytes it is one ordinary slice; beyond that it is a list of
+// pooled 64 KiB chunks, each taken from the budget before it is filled, so
+// an oversized answer costs exactly the bytes read (no doubling copies
+// left as garbage) and a hostile one gives its chunks back to the next.
+// Nothing grows past max. bytes joins the chunks when the whole value is
+// needed (a legitimate large event or body); the budget stays charged until
+// release.
 type growBuf struct {
 	b       []byte
+	chunks  []*[]byte
+	n       int
 	max     int
 	free    int
 	budget  *memBudget
@@ -85,52 +97,102 @@ type growBuf struct {
 	tooBig  error
 }
 
-// reserve makes room for n more bytes.
-func (g *growBuf) reserve(n int) error {
-	need := len(g.b) + n
-	if need > g.max {
-		return g.tooBig
+const chunkSize = 64 << 10
+
+var chunkPool = sync.Pool{New: func() any { b := make([]byte, 0, chunkSize); return &b }}
+
+// room returns the slice the next bytes go into, at least 1 byte long,
+// taking a chunk from the budget when the last one is full.
+func (g *growBuf) room() ([]byte, error) {
+	if g.n >= g.max {
+		return nil, g.tooBig
 	}
-	if need <= cap(g.b) {
-		return nil
-	}
-	newCap := max(2*cap(g.b), need, 512)
-	if newCap > g.max {
-		newCap = g.max
-	}
-	if over := int64(newCap-g.free) - g.charged; newCap > g.free && over > 0 {
-		if !g.budget.take(over) {
-			return errBudgetSpent
+	if g.chunks == nil {
+		if len(g.b) < g.free {
+			if len(g.b) == cap(g.b) {
+				nb := make([]byte, len(g.b), min(max(2*cap(g.b), 512), g.free))
+				copy(nb, g.b)
+				g.b = nb
+			}
+			return g.b[len(g.b):cap(g.b)], nil
 		}
-		g.charged += over
+	} else if last := *g.chunks[len(g.chunks)-1]; len(last) < cap(last) {
+		return last[len(last):cap(last)], nil
 	}
-	nb := make([]byte, len(g.b), newCap)
-	copy(nb, g.b)
-	g.b = nb
-	return nil
+	if !g.budget.take(chunkSize) {
+		return nil, errBudgetSpent
+	}
+	g.charged += chunkSize
+	c := chunkPool.Get().(*[]byte)
+	*c = (*c)[:0]
+	g.chunks = append(g.chunks, c)
+	return (*c)[:cap(*c)], nil
+}
+
+// wrote records n bytes written into the slice room returned.
+func (g *growBuf) wrote(n int) {
+	g.n += n
+	if g.chunks == nil {
+		g.b = g.b[:len(g.b)+n]
+		return
+	}
+	c := g.chunks[len(g.chunks)-1]
+	*c = (*c)[:len(*c)+n]
 }
 
 // add appends p.
 func (g *growBuf) add(p ...byte) error {
-	if err := g.reserve(len(p)); err != nil {
-		return err
+	if g.n+len(p) > g.max {
+		return g.tooBig
 	}
-	g.b = append(g.b, p...)
+	if g.chunks == nil && len(g.b)+len(p) <= cap(g.b) {
+		g.b = append(g.b, p...)
+		g.n += len(p)
+		return nil
+	}
+	for len(p) > 0 {
+		r, err := g.room()
+		if err != nil {
+			return err
+		}
+		k := copy(r, p)
+		g.wrote(k)
+		p = p[k:]
+	}
 	return nil
+}
+
+// bytes is the whole value as one slice.
+func (g *growBuf) bytes() []byte {
+	if g.chunks == nil {
+		return g.b
+	}
+	out := make([]byte, 0, g.n)
+	out = append(out, g.b...)
+	for _, c := range g.chunks {
+		out = append(out, *c...)
+		chunkPool.Put(c)
+	}
+	g.chunks, g.b = nil, out
+	g.free = cap(out) // a joined buffer is not grown further
+	return out
 }
 
 // reset empties the buffer for the next event, dropping a large one.
 func (g *growBuf) reset() {
-	if cap(g.b) > g.free {
+	if g.chunks != nil || cap(g.b) > eventFree {
 		g.release()
 		g.b = nil
-		return
 	}
-	g.b = g.b[:0]
+	g.b, g.n = g.b[:0], 0
 }
 
-// release gives the budget back (the buffer itself is garbage from here).
+// release gives the chunks and the budget back; the buffer is empty after.
 func (g *growBuf) release() {
+	for _, c := range g.chunks {
+		chunkPool.Put(c)
+	}
+	g.chunks = nil
 	if g.charged > 0 {
 		g.budget.give(g.charged)
 		g.charged = 0
@@ -142,21 +204,20 @@ func (u *Upstream) readBody(r io.Reader) (*growBuf, error) {
 	lim := u.limits()
 	g := &growBuf{max: int(lim.MaxBodyBytes) + 1, free: bodyFree, budget: u.budget, tooBig: errBodyTooLarge}
 	for {
-		if len(g.b) == cap(g.b) {
-			room := min(4<<10, g.max-len(g.b))
-			if room <= 0 {
-				return g, errBodyTooLarge
-			}
-			if err := g.reserve(room); err != nil {
-				return g, err
-			}
+		room, err := g.room()
+		if err != nil {
+			return g, err
 		}
-		n, err := r.Read(g.b[len(g.b):cap(g.b)])
-		g.b = g.b[:len(g.b)+n]
-		if len(g.b) > int(lim.MaxBodyBytes) {
+		if len(room) > g.max-g.n {
+			room = room[:g.max-g.n]
+		}
+		n, err := r.Read(room)
+		g.wrote(n)
+		if g.n > int(lim.MaxBodyBytes) {
 			return g, errBodyTooLarge
 		}
 		if err == io.EOF {
+			g.bytes()
 			return g, nil
 		}
 		if err != nil {

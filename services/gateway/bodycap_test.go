@@ -16,31 +16,41 @@ import (
 )
 
 // TestGrowBufCapsAndBudget (issue 17 item 3, the rule): a buffer never
-// grows past its cap, capacity beyond its free part is drawn from the
-// shared budget, and release gives it back.
+// grows past its cap; beyond its free part it holds 64 KiB chunks, each
+// drawn from the shared budget; bytes joins them in order; release gives
+// the budget back.
 func TestGrowBufCapsAndBudget(t *testing.T) {
 	b := &memBudget{}
-	b.limit.Store(200 << 10)
+	b.limit.Store(4 * chunkSize)
 	g := growBuf{max: 1 << 20, free: 64 << 10, budget: b, tooBig: errEventTooLarge}
-	if err := g.add(make([]byte, 64<<10)...); err != nil || b.used.Load() != 0 {
+	if err := g.add(bytes.Repeat([]byte("a"), 64<<10)...); err != nil || b.used.Load() != 0 {
 		t.Fatalf("within the free part: err %v, budget used %d", err, b.used.Load())
 	}
-	if err := g.add(make([]byte, 100<<10)...); err != nil {
+	if err := g.add(bytes.Repeat([]byte("b"), 100<<10)...); err != nil {
 		t.Fatal(err)
 	}
-	if used := b.used.Load(); used != int64(cap(g.b)-64<<10) || used == 0 {
-		t.Fatalf("budget used %d, capacity %d", used, cap(g.b))
+	if used := b.used.Load(); used != 2*chunkSize {
+		t.Fatalf("budget used %d, want two chunks", used)
 	}
 	other := growBuf{max: 1 << 20, free: 64 << 10, budget: b, tooBig: errEventTooLarge}
 	if err := other.add(make([]byte, 300<<10)...); !errors.Is(err, errBudgetSpent) {
 		t.Fatalf("second buffer over the budget: %v", err)
 	}
+	other.release()
 	if err := g.add(make([]byte, 1<<20)...); !errors.Is(err, errEventTooLarge) {
 		t.Fatalf("over the cap: %v", err)
 	}
+	got := g.bytes()
+	if len(got) != 164<<10 || got[0] != 'a' || got[64<<10] != 'b' || got[len(got)-1] != 'b' {
+		t.Fatalf("joined %d bytes", len(got))
+	}
 	g.reset()
-	if b.used.Load() != 0 || g.b != nil {
+	if b.used.Load() != 0 || len(g.bytes()) != 0 {
 		t.Fatalf("reset of a large buffer: budget used %d", b.used.Load())
+	}
+	// A small value stays one slice, without touching the budget.
+	if err := g.add([]byte("data")...); err != nil || string(g.bytes()) != "data" || b.used.Load() != 0 {
+		t.Fatalf("small value: %v %q", err, g.bytes())
 	}
 }
 

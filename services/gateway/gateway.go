@@ -1117,7 +1117,7 @@ func (g *Gateway) forwardJSON(ctx context.Context, cancel context.CancelCauseFun
 	if err != nil {
 		return transportResult(ctx, err)
 	}
-	b := buf.b
+	b := buf.bytes()
 	conv, u, err := pl.convert(out.req, responseModel(out.req, t, set), b)
 	if err != nil {
 		var ue *translate.UpstreamError

@@ -260,14 +260,14 @@ func (r *streamRelay) run(resp *http.Response, up *Upstream) {
 				}
 				line, err = br.ReadSlice('\n')
 			}
-			line = long.b
+			line = long.bytes()
 		}
 		if len(line) > 0 {
 			trimmed := bytes.TrimRight(line, "\r\n")
 			switch {
 			case len(trimmed) == 0:
 				if hasData {
-					if r.event(event, data.b) {
+					if r.event(event, data.bytes()) {
 						if r.verdict.ok {
 							r.drainTail(br)
 						}
@@ -290,7 +290,7 @@ func (r *streamRelay) run(resp *http.Response, up *Upstream) {
 						aerr = data.add(payload...)
 					}
 				case len(payload) > 0:
-					data.b = data.b[:0]
+					data.reset()
 					aerr, hasData = data.add(payload...), true
 				}
 				if aerr != nil {
@@ -300,7 +300,7 @@ func (r *streamRelay) run(resp *http.Response, up *Upstream) {
 			}
 		}
 		if err != nil {
-			if hasData && errors.Is(err, io.EOF) && r.event(event, data.b) {
+			if hasData && errors.Is(err, io.EOF) && r.event(event, data.bytes()) {
 				return
 			}
 			r.bodyEnd(err)
