@@ -175,15 +175,24 @@ func hostileAttacks() []hostileAttack {
 			if st != 502 || !strings.Contains(string(b), "upstream_error") || !strings.Contains(string(b), "larger than 1 MiB") {
 				t.Errorf("client got %d %.300s", st, b)
 			}
+			// The 1 MiB cap plus what loopback socket buffers absorb.
+			if w := e.hostile.written.Load() - before; w > 24<<20 {
+				t.Errorf("the gateway read on: the upstream wrote %d MiB", w>>20)
+			}
 			return fmt.Sprintf("%d, upstream wrote %d KiB of a 50 MB line", st, (e.hostile.written.Load()-before)>>10)
 		}},
 		{"3", "an oversized SSE line after the first byte ends in band without [DONE]", func(t *testing.T, e *hostileEnv) string {
 			e.connection("h-late", "sk-hostile-late-0001", "http://"+e.hostile.addr+"/v1")
+			before := e.hostile.written.Load()
 			st, b := e.chat("h-late/huge-line-late", true)
 			if st != 200 || !strings.Contains(string(b), "Hel") || !strings.Contains(string(b), "upstream_error") || strings.Contains(string(b), "[DONE]") {
 				t.Errorf("client got %d %.400s", st, b)
 			}
-			return fmt.Sprintf("200 stream, in-band error, no [DONE] (%d bytes)", len(b))
+			w := e.hostile.written.Load() - before
+			if w > 24<<20 {
+				t.Errorf("the gateway read on: the upstream wrote %d MiB", w>>20)
+			}
+			return fmt.Sprintf("200 stream, in-band error, no [DONE]; upstream wrote %d KiB", w>>10)
 		}},
 		{"3", "an oversized JSON body is a typed 502", func(t *testing.T, e *hostileEnv) string {
 			e.connection("h-json", "sk-hostile-json-0001", "http://"+e.hostile.addr+"/v1")
@@ -191,6 +200,9 @@ func hostileAttacks() []hostileAttack {
 			st, b := e.chat("h-json/huge-json", false)
 			if st != 502 || !strings.Contains(string(b), "upstream_error") {
 				t.Errorf("client got %d %.300s", st, b)
+			}
+			if w := e.hostile.written.Load() - before; w > 24<<20 {
+				t.Errorf("the gateway read on: the upstream wrote %d MiB", w>>20)
 			}
 			return fmt.Sprintf("%d, upstream wrote %d KiB of a 300 MB body", st, (e.hostile.written.Load()-before)>>10)
 		}},
@@ -213,26 +225,68 @@ func hostileAttacks() []hostileAttack {
 			}
 			return fmt.Sprintf("%d of 4 places show the key", leaks)
 		}},
-		{"6", "a 9 MB password is refused before hashing", func(t *testing.T, e *hostileEnv) string {
-			body := "password=" + strings.Repeat("p", 9<<20)
+		{"6", "30 concurrent 9 MB passwords are refused before hashing", func(t *testing.T, e *hostileEnv) string {
+			body := "password=" + strings.Repeat("p", 9<<20) // one copy, read by every request
+			base := vmRSS("VmRSS")
+			var peak float64
+			stop := make(chan struct{})
+			sampled := make(chan struct{})
+			go func() {
+				defer close(sampled)
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(10 * time.Millisecond):
+						peak = max(peak, vmRSS("VmRSS"))
+					}
+				}
+			}()
 			start := time.Now()
-			st, _, _ := e.do("POST", "/login", body, "Content-Type", "application/x-www-form-urlencoded", "Sec-Fetch-Site", "same-origin")
-			if st != http.StatusRequestEntityTooLarge {
-				t.Errorf("9 MB password: %d", st)
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			codes := map[int]int{}
+			for range 30 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					req, _ := http.NewRequest("POST", e.base+"/login", strings.NewReader(body))
+					req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+					req.Header.Set("Sec-Fetch-Site", "same-origin")
+					st := 0
+					if resp, err := e.hc.Do(req); err == nil {
+						st = resp.StatusCode
+						resp.Body.Close()
+					}
+					mu.Lock()
+					codes[st]++
+					mu.Unlock()
+				}()
+			}
+			wg.Wait()
+			took := time.Since(start)
+			close(stop)
+			<-sampled
+			st := http.StatusRequestEntityTooLarge
+			if codes[st] != 30 {
+				t.Errorf("9 MB passwords: answers %v, want 30×413", codes)
 			}
 			st2, _, _ := e.do("POST", "/login", "password="+strings.Repeat("p", 2000), "Content-Type", "application/x-www-form-urlencoded", "Sec-Fetch-Site", "same-origin")
 			if st2 != http.StatusUnprocessableEntity {
 				t.Errorf("2,000-byte password: %d", st2)
 			}
-			return fmt.Sprintf("9 MB form %d in %v, 2,000-byte password %d", st, time.Since(start).Round(time.Millisecond), st2)
+			return fmt.Sprintf("30×9 MB forms: %v in %v, process RSS %.0f → peak %.0f MiB; 2,000-byte password %d", codes, took.Round(time.Millisecond), base, peak, st2)
 		}},
 		{"8", "a cookie write without Origin or Sec-Fetch-Site is refused", func(t *testing.T, e *hostileEnv) string {
-			cookie := "Cookie"
-			st, _, b := e.do("POST", "/api/keys", `{"name":"no-origin","scopes":["inference"]}`, "Content-Type", "application/json", cookie, e.cookie.Name+"="+e.cookie.Value)
+			// A session of its own: were the defence missing, the logout
+			// below would end it, not the one the other rows use.
+			sc := e.signIn(nil)
+			cookie := sc.Name + "=" + sc.Value
+			st, _, b := e.do("POST", "/api/keys", `{"name":"no-origin","scopes":["inference"]}`, "Content-Type", "application/json", "Cookie", cookie)
 			if st != 403 || !strings.Contains(string(b), "cross_origin_rejected") {
 				t.Errorf("/api: %d %s", st, b)
 			}
-			st2, _, _ := e.do("POST", "/logout", "", cookie, e.cookie.Name+"="+e.cookie.Value)
+			st2, _, _ := noRedirectDo(e, "POST", "/logout", "Cookie", cookie)
 			if st2 != 403 {
 				t.Errorf("dashboard /logout: %d", st2)
 			}
