@@ -89,7 +89,9 @@ func seedDemo(ctx context.Context, s *Server, baseURL string, d *demoEnv) error 
 	var ids []string
 	for i, dc := range demoConnections {
 		if c, ok := byName[dc.name]; ok {
-			if _, err := s.conns.Update(ctx, c.ID, services.ConnectionInput{BaseURL: services.Some(baseURL)}); err != nil {
+			// The demo's own fake upstream moved to a new port: its demo key
+			// follows it on purpose.
+			if _, err := s.conns.Update(ctx, c.ID, services.ConnectionInput{BaseURL: services.Some(baseURL), KeepCredentials: services.Some(true)}); err != nil {
 				return err
 			}
 			ids = append(ids, c.ID)

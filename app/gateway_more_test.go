@@ -131,7 +131,7 @@ func TestUpstreamNeverSeesClientSecretsOrSessionHeaders(t *testing.T) {
 	}))
 	defer spy.Close()
 	f.app.Server.Egress().Allow(strings.TrimPrefix(spy.URL, "http://"))
-	if _, err := f.app.Server.Connections().Update(context.Background(), f.conns["fk-a"].ID, services.ConnectionInput{BaseURL: services.Some(spy.URL)}); err != nil {
+	if _, err := f.app.Server.Connections().Update(context.Background(), f.conns["fk-a"].ID, services.ConnectionInput{BaseURL: services.Some(spy.URL), KeepCredentials: services.Some(true)}); err != nil {
 		t.Fatal(err)
 	}
 	resp := f.post(t, chatBody, "X-Session-Id", "sess-1", "X-Switchyard-Session", "s2", "Cookie", "a=b", "X-Request-Id", "client-1")
