@@ -20,7 +20,8 @@ import (
 // connection row, so it never decrypts a credential.
 func TestRuntimePageReadsNoConnectionRows(t *testing.T) {
 	dir := t.TempDir()
-	env := map[string]string{"SWITCHYARD_ADMIN_PASSWORD": "correct horse battery staple", "SWITCHYARD_DATA_DIR": dir}
+	// example.com is httptest.NewRequest's Host: listed as a public host.
+	env := map[string]string{"SWITCHYARD_ADMIN_PASSWORD": "correct horse battery staple", "SWITCHYARD_DATA_DIR": dir, "SWITCHYARD_PUBLIC_HOSTS": "example.com"}
 	cfg, err := LoadConfig([]string{"--addr", "127.0.0.1:0"}, func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
