@@ -3,6 +3,7 @@ package app
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -52,5 +53,45 @@ func TestLoadConfigPprofAddrLoopbackOnly(t *testing.T) {
 		if !ok && err == nil {
 			t.Errorf("%q accepted", addr)
 		}
+	}
+}
+
+// TestLoadConfigHardeningBounds (issue 17 items 1, 3, 7): the body
+// deadlines, the upstream caps and the public host names come from flags
+// over environment, with the documented defaults, and every bad value is
+// reported.
+func TestLoadConfigHardeningBounds(t *testing.T) {
+	cfg, err := LoadConfig(nil, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Body != DefaultBodyTimeouts() || cfg.Upstream.MaxEventBytes != 4<<20 || cfg.Upstream.MaxBodyBytes != 16<<20 ||
+		cfg.Upstream.BudgetBytes != 32<<20 || len(cfg.PublicHosts) != 0 {
+		t.Fatalf("defaults: %+v %+v %v", cfg.Body, cfg.Upstream, cfg.PublicHosts)
+	}
+	cfg, err = LoadConfig([]string{"--body-first-byte-timeout", "5s", "--public-host", "gw.example.com", "--public-host", "Other.Example.:8443",
+		"--upstream-max-event-bytes", "512KiB"}, env(map[string]string{
+		"SWITCHYARD_BODY_FIRST_BYTE_TIMEOUT": "9s", "SWITCHYARD_BODY_TIMEOUT": "20s", "SWITCHYARD_CLIENT_BODY_TIMEOUT": "5m",
+		"SWITCHYARD_BODY_MIN_RATE": "0", "SWITCHYARD_PUBLIC_HOSTS": "ignored.example", "SWITCHYARD_UPSTREAM_BUFFER_BUDGET": "1GiB"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := BodyTimeouts{FirstByte: 5 * time.Second, Total: 20 * time.Second, ClientAPITotal: 5 * time.Minute, MinRate: 0}
+	if cfg.Body != want || cfg.Upstream.MaxEventBytes != 512<<10 || cfg.Upstream.BudgetBytes != 1<<30 ||
+		strings.Join(cfg.PublicHosts, ",") != "gw.example.com,other.example:8443" {
+		t.Fatalf("overrides: %+v %+v %v", cfg.Body, cfg.Upstream, cfg.PublicHosts)
+	}
+	_, err = LoadConfig([]string{"--body-timeout", "forever", "--upstream-max-body-bytes", "10", "--public-host", "https://x.example/"}, env(map[string]string{
+		"SWITCHYARD_BODY_FIRST_BYTE_TIMEOUT": "2h", "SWITCHYARD_UPSTREAM_BUFFER_BUDGET": "2MiB", "SWITCHYARD_BODY_MIN_RATE": "-1"}))
+	if err == nil {
+		t.Fatal("bad values accepted")
+	}
+	for _, want := range []string{"--body-timeout", "--upstream-max-body-bytes", "--public-host", "--body-first-byte-timeout", "--body-min-rate"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not name %s: %v", want, err)
+		}
+	}
+	if _, err := LoadConfig(nil, env(map[string]string{"SWITCHYARD_UPSTREAM_BUFFER_BUDGET": "2MiB"})); err == nil || !strings.Contains(err.Error(), "--upstream-buffer-budget") {
+		t.Errorf("a budget below the body cap: %v", err)
 	}
 }

@@ -267,9 +267,12 @@ func hostileAttacks() []hostileAttack {
 			took := time.Since(start)
 			close(stop)
 			<-sampled
+			// The server answers 413 from the Content-Length alone and closes;
+			// a client still writing its 9 MB may see the reset instead of
+			// the answer (0 here), which is a refusal just as well.
 			st := http.StatusRequestEntityTooLarge
-			if codes[st] != 30 {
-				t.Errorf("9 MB passwords: answers %v, want 30×413", codes)
+			if codes[st] == 0 || codes[st]+codes[0] != 30 {
+				t.Errorf("9 MB passwords: answers %v, want 30×413 (or resets)", codes)
 			}
 			st2, _, _ := e.do("POST", "/login", "password="+strings.Repeat("p", 2000), "Content-Type", "application/x-www-form-urlencoded", "Sec-Fetch-Site", "same-origin")
 			if st2 != http.StatusUnprocessableEntity {
