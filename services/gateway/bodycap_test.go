@@ -159,7 +159,7 @@ func TestForwardJSONOversizedBody(t *testing.T) {
 	req := &Request{ID: "req_big", Key: e.key, Endpoint: "/v1/chat/completions", Model: "fake/m1", Inbound: InboundChat}
 	rec := httptest.NewRecorder()
 	out := newClientWriter(rec, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil), req, e.set)
-	pl, _ := pipelineFor(InboundChat, services.FormatOpenAI, 4096)
+	pl, _ := pipelineFor(InboundChat, services.FormatOpenAI, false, 4096)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	res := e.g.forwardJSON(ctx, cancel, out, target{provider: p, model: "m1"}, c, pl, []byte(`{}`), e.set, e.newState(req), func(int, http.Header) {})
