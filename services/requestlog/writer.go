@@ -1,8 +1,10 @@
-// Package requestlog writes request log entries asynchronously in batches
-// (40-admin-api §8): the request path hands an entry to Add, which never blocks,
-// and one goroutine writes batches to a services.RequestLogSink every
-// FlushInterval or as soon as BatchSize entries are waiting. It imports only
-// services and the standard library.
+// Package requestlog writes log entries asynchronously in batches
+// (40-admin-api §8): the request path hands an entry to Add, which never
+// blocks, and one goroutine writes batches to a sink every FlushInterval or as
+// soon as BatchSize entries are waiting. The request log (Writer, over a
+// services.RequestLogSink) and the audit log of admin actions share the one
+// generic Batcher, so both have the same bounds, drop rule and shutdown. It
+// imports only services and the standard library.
 package requestlog
 
 import (
@@ -23,7 +25,7 @@ const (
 	DefaultCapacity      = 10000
 )
 
-// Options tunes a Writer. Zero fields take the defaults.
+// Options tunes a Batcher. Zero fields take the defaults.
 type Options struct {
 	// FlushInterval is the longest an accepted entry waits before its batch is written. Default 1 s.
 	FlushInterval time.Duration
@@ -47,7 +49,7 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Stats is a snapshot of a Writer's counters.
+// Stats is a snapshot of a Batcher's counters.
 type Stats struct {
 	// QueueDepth is the number of entries accepted and not yet handed back by the sink.
 	QueueDepth int64
@@ -62,17 +64,18 @@ type Stats struct {
 	FailedBatches int64
 }
 
-// Writer batches request log entries to a sink. It is safe for concurrent use.
-type Writer struct {
-	sink services.RequestLogSink
-	log  *slog.Logger
-	opts Options
+// Batcher batches entries of type T to a sink. It is safe for concurrent use.
+type Batcher[T any] struct {
+	write func(ctx context.Context, batch []T) error
+	what  string // names the entries in log lines
+	log   *slog.Logger
+	opts  Options
 
 	// pending holds the accepted entries run has not taken yet. Add appends
 	// under mu and wakes run through kick only when a full batch is waiting,
 	// so a request costs no goroutine wake-up of its own.
 	mu      sync.Mutex
-	pending []services.RequestLogEntry
+	pending []T
 	kick    chan struct{}
 
 	// queued counts entries accepted and not yet written; Add reserves a slot
@@ -95,15 +98,27 @@ type Writer struct {
 	abandoned int64
 }
 
-// New starts a Writer and its goroutine; Close stops it. log may be nil.
+// Writer batches request log entries to a services.RequestLogSink.
+type Writer = Batcher[services.RequestLogEntry]
+
+// New starts a request log Writer and its goroutine; Close stops it. log may be nil.
 func New(sink services.RequestLogSink, log *slog.Logger, opts Options) *Writer {
+	return NewBatcher(sink.WriteRequestLogs, "request log", log, opts)
+}
+
+// NewBatcher starts a Batcher writing through write and its goroutine; Close
+// stops it. write is called from that one goroutine; the batch is reused
+// afterwards and must not be kept. what names the entries in log lines
+// ("audit log"); log may be nil.
+func NewBatcher[T any](write func(ctx context.Context, batch []T) error, what string, log *slog.Logger, opts Options) *Batcher[T] {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	opts = opts.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &Writer{
-		sink:     sink,
+	w := &Batcher[T]{
+		write:    write,
+		what:     what,
 		log:      log.With("component", "requestlog"),
 		opts:     opts,
 		kick:     make(chan struct{}, 1),
@@ -120,7 +135,7 @@ func New(sink services.RequestLogSink, log *slog.Logger, opts Options) *Writer {
 // when Capacity entries are already waiting, or after Close, e is dropped and
 // counted. Entries added while Close is running may be lost uncounted; close the
 // writer only after the request path has drained.
-func (w *Writer) Add(e services.RequestLogEntry) bool {
+func (w *Batcher[T]) Add(e T) bool {
 	if w.closed.Load() {
 		w.dropped.Add(1)
 		return false
@@ -146,7 +161,7 @@ func (w *Writer) Add(e services.RequestLogEntry) bool {
 // Close writes what is queued, stops the goroutine and returns nil. If ctx ends
 // first, the write in progress is cancelled, what remains is counted as dropped
 // and ctx.Err() is returned. Calling Close again waits the same way.
-func (w *Writer) Close(ctx context.Context) error {
+func (w *Batcher[T]) Close(ctx context.Context) error {
 	w.closeOnce.Do(func() {
 		w.closed.Store(true)
 		close(w.stop)
@@ -166,7 +181,7 @@ func (w *Writer) Close(ctx context.Context) error {
 }
 
 // Stats returns the current counters.
-func (w *Writer) Stats() Stats {
+func (w *Batcher[T]) Stats() Stats {
 	return Stats{
 		QueueDepth:    w.queued.Load(),
 		Dropped:       w.dropped.Load(),
@@ -176,12 +191,12 @@ func (w *Writer) Stats() Stats {
 	}
 }
 
-func (w *Writer) run() {
+func (w *Batcher[T]) run() {
 	defer close(w.done)
 	defer w.abort()
 	tick := time.NewTicker(w.opts.FlushInterval)
 	defer tick.Stop()
-	var batch []services.RequestLogEntry
+	var batch []T
 	for {
 		select {
 		case <-w.kick:
@@ -197,7 +212,7 @@ func (w *Writer) run() {
 
 // take moves the pending entries into batch, only whole batches of
 // BatchSize when fullOnly (the rest waits for the next interval).
-func (w *Writer) take(batch []services.RequestLogEntry, fullOnly bool) []services.RequestLogEntry {
+func (w *Batcher[T]) take(batch []T, fullOnly bool) []T {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n := len(w.pending)
@@ -212,7 +227,7 @@ func (w *Writer) take(batch []services.RequestLogEntry, fullOnly bool) []service
 }
 
 // flushAll writes batch in BatchSize pieces and returns it emptied for reuse.
-func (w *Writer) flushAll(batch []services.RequestLogEntry) []services.RequestLogEntry {
+func (w *Batcher[T]) flushAll(batch []T) []T {
 	for i := 0; i < len(batch); i += w.opts.BatchSize {
 		w.flush(batch[i:min(i+w.opts.BatchSize, len(batch))])
 	}
@@ -221,10 +236,10 @@ func (w *Writer) flushAll(batch []services.RequestLogEntry) []services.RequestLo
 }
 
 // drain writes batch and everything still pending, in BatchSize batches.
-func (w *Writer) drain(batch []services.RequestLogEntry) {
+func (w *Batcher[T]) drain(batch []T) {
 	defer func() {
 		if w.abandoned > 0 {
-			w.log.Warn("request log entries abandoned at close", "entries", w.abandoned)
+			w.log.Warn(w.what+" entries abandoned at close", "entries", w.abandoned)
 		}
 	}()
 	w.flushAll(batch)
@@ -241,7 +256,7 @@ func (w *Writer) drain(batch []services.RequestLogEntry) {
 
 // flush hands batch to the sink. Once Close has given up (writeCtx
 // cancelled) it counts the entries as dropped instead.
-func (w *Writer) flush(batch []services.RequestLogEntry) {
+func (w *Batcher[T]) flush(batch []T) {
 	if len(batch) == 0 {
 		return
 	}
@@ -249,10 +264,10 @@ func (w *Writer) flush(batch []services.RequestLogEntry) {
 	if w.writeCtx.Err() != nil {
 		w.abandoned += n
 		w.dropped.Add(n)
-	} else if err := w.write(batch); err != nil {
+	} else if err := w.writeBatch(batch); err != nil {
 		w.failedBatches.Add(1)
 		// Only the count and the error: entries may carry captured bodies.
-		w.log.Error("request log batch write failed", "entries", n, "err", err)
+		w.log.Error(w.what+" batch write failed", "entries", n, "err", err)
 	} else {
 		w.batches.Add(1)
 		w.written.Add(n)
@@ -260,13 +275,13 @@ func (w *Writer) flush(batch []services.RequestLogEntry) {
 	w.queued.Add(-n)
 }
 
-// write calls the sink, turning a panic into an error so one bad batch cannot
+// writeBatch calls the sink, turning a panic into an error so one bad batch cannot
 // stop the writer.
-func (w *Writer) write(batch []services.RequestLogEntry) (err error) {
+func (w *Batcher[T]) writeBatch(batch []T) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("requestlog: sink panicked: %v", r)
 		}
 	}()
-	return w.sink.WriteRequestLogs(w.writeCtx, batch)
+	return w.write(w.writeCtx, batch)
 }
