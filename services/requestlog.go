@@ -98,12 +98,19 @@ type RequestLogEntry struct {
 	UpstreamLatencyMs int64
 	// Warnings are the signalled losses of 10-gateway-api §6.8.
 	Warnings []string
-	// AffinityHit, LeaseManaged and EmergencyFallback describe how the target was chosen.
+	// AffinityHit, LeaseManaged and EmergencyFallback describe how the
+	// target was chosen. EmergencyFallback is set whenever the emergency
+	// fallback was tried: Outcome emergency_fallback when it served, else
+	// the failure it ended with.
 	AffinityHit       bool
 	LeaseManaged      bool
 	EmergencyFallback bool
 	// BodiesCaptured says bodies were captured for this request (logging.captureBodies).
 	BodiesCaptured bool
+	// EstimatedCost is the request's price from the model price table
+	// (Prices) for its tokens; unknown when the served model has no price.
+	// Always an estimate: list prices, not the provider's bill.
+	EstimatedCost Cost
 	// Bodies holds the captured bodies, nil when none were captured. List results
 	// leave it nil to stay small; FindRequestLog fills it.
 	Bodies *CapturedBodies
@@ -164,10 +171,14 @@ type RequestLogQuery struct {
 	// Since (inclusive) and Until (exclusive) bound CreatedAt; Since must be before Until.
 	Since time.Time
 	Until time.Time
-	// Outcome is one of RequestOutcomes.
+	// Outcome is one of RequestOutcomes. emergency_fallback matches every
+	// request that tried the emergency fallback, served by it or not.
 	Outcome string
 	// Model matches the requested model or the combo name.
-	Model        string
+	Model string
+	// Provider and ConnectionID match the provider or connection that
+	// served and every one an attempt was dispatched to, so the rows of a
+	// failing connection include the requests another one finally served.
 	Provider     string
 	ConnectionID string
 	// KeyID matches the client key id.
