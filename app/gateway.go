@@ -68,6 +68,7 @@ func (s *Server) wireGateway(ctx context.Context, seed uint64) error {
 		return err
 	}
 	s.gateway.SetQuota(s.quota)
+	s.gateway.SetPrices(s.prices)
 	s.gateway.SetLogger(s.log)
 	if err := s.gateway.UseHandoffStore(ctx, models.NewHandoffStore(s.db)); err != nil {
 		return err

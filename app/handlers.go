@@ -21,6 +21,10 @@ type handlerSet struct {
 	resilienceAPI  *handlers.ResilienceAPI
 	trafficAPI     *handlers.TrafficAPI
 	settingsAPI    *handlers.SettingsAPI
+	logsAPI        *handlers.LogsAPI
+	metricsAPI     *handlers.MetricsAPI
+	rulesAPI       *handlers.RulesAPI
+	auditAPI       *handlers.AuditAPI
 
 	// Dashboard.
 	layout      handlers.Layout
@@ -63,6 +67,13 @@ func (s *Server) newHandlers() *handlerSet {
 			Keys: s.keys, Pins: s.pins},
 		settingsAPI: &handlers.SettingsAPI{API: api, Resilience: s.settingDocs.Resilience.Document(), General: s.settingDocs.General,
 			Flags: s.settingDocs.Flags},
+		logsAPI:     &handlers.LogsAPI{API: api, Logs: s.logStore},
+		metricsAPI: &handlers.MetricsAPI{API: api, Stats: s.traffic, Names: func() map[string]string {
+			snap := s.status.Snapshot()
+			return snap.Names()
+		}},
+		rulesAPI: &handlers.RulesAPI{API: api, Engine: s.resilience, Catalogue: s.conns, Operator: s.settingsSvc.OperatorRules},
+		auditAPI: &handlers.AuditAPI{API: api, Audit: s.auditStore},
 
 		layout: layout,
 		setup: &handlers.Setup{Layout: layout, Auth: s.auth, Cookies: s.cookies, ListenPort: s.listenPort,

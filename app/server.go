@@ -27,6 +27,7 @@ import (
 	"switchyard/services/resilience"
 	"switchyard/services/routing"
 	"switchyard/services/settings"
+	"switchyard/services/stats"
 	"switchyard/services/traffic"
 )
 
@@ -43,26 +44,33 @@ type Options struct {
 
 // Server is a built Switchyard: services wired, routes registered.
 type Server struct {
-	cfg         Config
-	log         *slog.Logger
-	clock       services.Clock
-	db          *gorm.DB
-	keyring     *services.Keyring
-	catalog     *services.CatalogueHolder
-	egress      *services.EgressGuard
-	settings    *models.SettingsStore
-	feed        services.ChangeFeed
-	localFeed   *services.LocalFeed
-	shared      *sharedState
-	conns       *services.Connections
-	combos      *services.Combos
-	keys        *services.Keys
-	auth        *services.Auth
-	cookies     *cookieSessions
-	gateway     *gateway.Gateway
-	logSink     gateway.LogSink
-	logStore    *models.RequestLogStore
-	logWriter   *requestlog.Writer
+	cfg       Config
+	log       *slog.Logger
+	clock     services.Clock
+	db        *gorm.DB
+	keyring   *services.Keyring
+	catalog   *services.CatalogueHolder
+	egress    *services.EgressGuard
+	settings  *models.SettingsStore
+	feed      services.ChangeFeed
+	localFeed *services.LocalFeed
+	shared    *sharedState
+	conns     *services.Connections
+	combos    *services.Combos
+	keys      *services.Keys
+	auth      *services.Auth
+	cookies   *cookieSessions
+	gateway   *gateway.Gateway
+	logSink   gateway.LogSink
+	logStore  *models.RequestLogStore
+	logWriter *requestlog.Writer
+	// traffic is the last 24 hours in one-minute buckets (Overview,
+	// GET /api/metrics/summary), fed by the request-log writer.
+	traffic *stats.Recorder
+	// prices is the model price table with the admin's overrides.
+	prices      *services.Prices
+	auditStore  *models.AuditStore
+	auditWriter *requestlog.Batcher[services.AuditEntry]
 	metrics     *metrics
 	settingsSvc *resilience.SettingsService
 	settingDocs SettingsDocs
@@ -173,12 +181,16 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 		return err
 	}
 	s.metrics.reg.MustRegister(newStateCollector(s))
+	s.prices = services.NewPrices(func() *map[string]services.ModelPrice { return &s.settingDocs.General.Current().Doc.Pricing.Models })
+	s.traffic = stats.NewRecorder(s.clock)
 	s.logStore = models.NewRequestLogStore(s.db)
 	s.logStore.OnSlowPath(func(reason error) {
 		s.log.Warn("request log: SQLite C-API writer unavailable, writing through GORM (slower, nothing lost)", "reason", reason)
 	})
-	s.logWriter = requestlog.New(s.logStore, s.log.With("component", "request-log"), requestlog.Options{})
-	s.logSink = logSink{s.logWriter}
+	s.logWriter = requestlog.New(countingSink{stats: s.traffic, next: s.logStore}, s.log.With("component", "request-log"), requestlog.Options{})
+	s.logSink = logSink{w: s.logWriter, prices: s.prices}
+	s.auditStore = models.NewAuditStore(s.db)
+	s.auditWriter = requestlog.NewBatcher(s.auditStore.WriteAuditEntries, "audit log", s.log.With("component", "audit-log"), requestlog.Options{})
 	if err := s.wireGateway(ctx, opts.Seed); err != nil {
 		return err
 	}
@@ -278,6 +290,13 @@ func (s *Server) Close() error {
 		}
 		cancel()
 	}
+	if s.auditWriter != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if err := s.auditWriter.Close(ctx); err != nil {
+			s.log.Warn("audit log: entries lost at shutdown", "err", err)
+		}
+		cancel()
+	}
 	return models.Close(s.db)
 }
 
@@ -325,6 +344,12 @@ func (s *Server) Quota() *quota.Tracker { return s.quota }
 
 // RequestLogs returns the request-log store (tests and the logs pages).
 func (s *Server) RequestLogs() *models.RequestLogStore { return s.logStore }
+
+// AuditLog returns the audit-log store (tests).
+func (s *Server) AuditLog() *models.AuditStore { return s.auditStore }
+
+// AuditLogStats reports the audit batch writer's counters.
+func (s *Server) AuditLogStats() requestlog.Stats { return s.auditWriter.Stats() }
 
 // RequestLogStats reports the batch writer's counters.
 func (s *Server) RequestLogStats() requestlog.Stats { return s.logWriter.Stats() }

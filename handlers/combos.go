@@ -211,6 +211,7 @@ func (h *Combos) comboSaved(c echo.Context, vm views.ComboBuilderVM, cb services
 	if err != nil {
 		return err
 	}
+	NoteAudit(c, "", cb.ID)
 	trigger(c, views.EventCombosChanged, nil)
 	text, level := "Combo "+cb.Name+" saved.", "success"
 	for _, w := range warnings {
@@ -280,6 +281,7 @@ func (h *Combos) Duplicate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	NoteAudit(c, "combo.duplicate", cb.ID)
 	trigger(c, views.EventCombosChanged, nil)
 	toast(c, "success", "Combo duplicated as "+cb.Name+" (disabled).")
 	return afterMutation(c, combosHref, func() error { return h.renderCombosList(c, "") })

@@ -54,7 +54,16 @@ type PriceEntry struct {
 // and cost-optimized routing. Safe for concurrent use; Lookup and Estimate
 // do not allocate (the request log prices every request).
 type Prices struct {
-	overrides atomic.Pointer[priceIndex]
+	// src returns the current overrides; a new pointer means they changed
+	// (the field of a newly published settings document), so the index is
+	// rebuilt once per change and never per lookup.
+	src func() *map[string]ModelPrice
+	cur atomic.Pointer[pricesAt]
+}
+
+type pricesAt struct {
+	from *map[string]ModelPrice
+	idx  priceIndex
 }
 
 // priceIndex is provider → model → price, so a lookup needs no key built
@@ -87,24 +96,38 @@ var builtinPrices = func() priceIndex {
 	return newPriceIndex(flat)
 }()
 
-// NewPrices returns the table with the built-in prices and no override.
-func NewPrices() *Prices { return &Prices{} }
+// NewPrices returns the table over the overrides src returns (keys
+// "provider/model"; nil src = none), such as the address of the
+// pricing.models field of the current general settings document.
+func NewPrices(src func() *map[string]ModelPrice) *Prices { return &Prices{src: src} }
 
-// SetOverrides replaces the overrides; keys are "provider/model".
-func (p *Prices) SetOverrides(overrides map[string]ModelPrice) {
-	idx := newPriceIndex(overrides)
-	p.overrides.Store(&idx)
+// FixedPrices returns the table with a fixed set of overrides.
+func FixedPrices(overrides map[string]ModelPrice) *Prices {
+	return NewPrices(func() *map[string]ModelPrice { return &overrides })
+}
+
+// overrides is the index of the current overrides, nil when none.
+func (p *Prices) overrides() priceIndex {
+	if p == nil || p.src == nil {
+		return nil
+	}
+	m := p.src()
+	if m == nil {
+		return nil
+	}
+	if c := p.cur.Load(); c != nil && c.from == m {
+		return c.idx
+	}
+	c := &pricesAt{from: m, idx: newPriceIndex(*m)}
+	p.cur.Store(c)
+	return c.idx
 }
 
 // Lookup returns the price of (provider, model): the override, else the
 // built-in list price.
 func (p *Prices) Lookup(provider, model string) (ModelPrice, string, bool) {
-	if p != nil {
-		if idx := p.overrides.Load(); idx != nil {
-			if mp, ok := (*idx)[provider][model]; ok {
-				return mp, PriceOverride, true
-			}
-		}
+	if mp, ok := p.overrides()[provider][model]; ok {
+		return mp, PriceOverride, true
 	}
 	if mp, ok := builtinPrices[provider][model]; ok {
 		return mp, PriceBuiltin, true
@@ -138,19 +161,15 @@ func (p *Prices) Table() []PriceEntry {
 			rows[provider+"/"+model] = &PriceEntry{Model: provider + "/" + model, ModelPrice: mp, Source: PriceBuiltin, Builtin: &b}
 		}
 	}
-	if p != nil {
-		if idx := p.overrides.Load(); idx != nil {
-			for provider, models := range *idx {
-				for model, mp := range models {
-					k := provider + "/" + model
-					row := rows[k]
-					if row == nil {
-						row = &PriceEntry{Model: k}
-						rows[k] = row
-					}
-					row.ModelPrice, row.Source = mp, PriceOverride
-				}
+	for provider, models := range p.overrides() {
+		for model, mp := range models {
+			k := provider + "/" + model
+			row := rows[k]
+			if row == nil {
+				row = &PriceEntry{Model: k}
+				rows[k] = row
 			}
+			row.ModelPrice, row.Source = mp, PriceOverride
 		}
 	}
 	out := make([]PriceEntry, 0, len(rows))

@@ -10,7 +10,7 @@ import (
 // tokens at the output price, in nano-USD; an override replaces the
 // built-in list price and gives one to a model the table lacks.
 func TestPricesEstimate(t *testing.T) {
-	p := services.NewPrices()
+	p := services.NewPrices(nil)
 	// gpt-4o-mini lists at $0.15 / $0.60 per 1M tokens.
 	got := p.Estimate("openai", "gpt-4o-mini", 1000, 500)
 	if want := (services.Cost{NanoUSD: 1000*150 + 500*600, Known: true}); got != want {
@@ -25,7 +25,7 @@ func TestPricesEstimate(t *testing.T) {
 	if c := p.Estimate("openai", "gpt-4o-mini", 0, 0); c.Known {
 		t.Fatalf("no tokens priced %+v", c)
 	}
-	p.SetOverrides(map[string]services.ModelPrice{"fake/m1": {InputPerMTok: 1, OutputPerMTok: 2}, "openai/gpt-4o-mini": {InputPerMTok: 0, OutputPerMTok: 1}})
+	p = services.FixedPrices(map[string]services.ModelPrice{"fake/m1": {InputPerMTok: 1, OutputPerMTok: 2}, "openai/gpt-4o-mini": {InputPerMTok: 0, OutputPerMTok: 1}})
 	if c := p.Estimate("fake", "m1", 1000, 500); c != (services.Cost{NanoUSD: 1000*1000 + 500*2000, Known: true}) {
 		t.Fatalf("override of an unknown model %+v", c)
 	}
@@ -52,8 +52,7 @@ func TestPricesEstimate(t *testing.T) {
 }
 
 func TestPricesLookupDoesNotAllocate(t *testing.T) {
-	p := services.NewPrices()
-	p.SetOverrides(map[string]services.ModelPrice{"fake/m1": {InputPerMTok: 1, OutputPerMTok: 2}})
+	p := services.FixedPrices(map[string]services.ModelPrice{"fake/m1": {InputPerMTok: 1, OutputPerMTok: 2}})
 	n := testing.AllocsPerRun(100, func() {
 		_ = p.Estimate("anthropic", "claude-3-5-haiku-latest", 100, 100)
 		_ = p.Estimate("fake", "m1", 100, 100)

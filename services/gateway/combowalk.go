@@ -82,7 +82,7 @@ func (g *Gateway) expandFor(s *Snapshot, r Route, req *Request, set *Settings, s
 		case "cache-optimized":
 			rq.CacheKey = routing.CacheAffinityKey(promptCacheKey(req), req.SessionKey, cachePrefix(req), cfg.CacheMinPrefixBytes)
 		case "cost-optimized", "context-optimized":
-			rq.Prices, rq.Context = modelPrice, modelContext
+			rq.Prices, rq.Context = g.priceOf(), modelContext
 			rq.PromptTokens = routing.EstimateTokens(promptBytes(req))
 			rq.MaxOutputTokens = maxOutputTokens(req)
 		case "quota-share":
@@ -322,6 +322,28 @@ func entrySlotConfig(cfg ComboConfig) traffic.SlotConfig {
 	return traffic.SlotConfig{Enabled: true, QueueDepth: cfg.QueueDepth, SlotWaitMs: cfg.QueueTimeout.Milliseconds(), FailOpen: true}
 }
 
+// SetPrices makes cost-aware routing read the price table with the admin's
+// overrides instead of the built-in list prices alone.
+func (g *Gateway) SetPrices(p *services.Prices) {
+	f := func(provider, model string) (routing.Price, bool) {
+		m, _, ok := p.Lookup(provider, model)
+		if !ok || (m.InputPerMTok == 0 && m.OutputPerMTok == 0) {
+			return routing.Price{}, false
+		}
+		return routing.Price{InputPerMTok: m.InputPerMTok, OutputPerMTok: m.OutputPerMTok}, true
+	}
+	g.prices.Store(&f)
+}
+
+// priceOf is the price lookup of cost-aware routing (30-routing §8.2),
+// built once by SetPrices, so a request takes no closure of its own.
+func (g *Gateway) priceOf() func(provider, model string) (routing.Price, bool) {
+	if f := g.prices.Load(); f != nil {
+		return *f
+	}
+	return modelPrice
+}
+
 // modelPrice and modelContext read the built-in model table (§8.2).
 func modelPrice(provider, model string) (routing.Price, bool) {
 	m, ok := services.LookupModelMeta(provider, model)
@@ -400,7 +422,7 @@ func (g *Gateway) quotaSignals(rq *routing.Request, s *Snapshot, c *services.Com
 	if name != "auto" {
 		return
 	}
-	rq.Prices, rq.Context = modelPrice, modelContext
+	rq.Prices, rq.Context = g.priceOf(), modelContext
 	if req.Header != nil {
 		rq.Mode = req.Header.Get("X-Switchyard-Mode")
 		if _, ok := routing.ModePackForHeader(rq.Mode); rq.Mode != "" && !ok && !slices.Contains(req.Warnings, "mode_ignored") {

@@ -83,6 +83,8 @@ type Gateway struct {
 	source   atomic.Pointer[func() *Settings]
 	traffic  *Traffic
 	tools    *ToolLimits
+	// prices is the price lookup of cost-aware routing (SetPrices); nil = built-in prices.
+	prices atomic.Pointer[func(provider, model string) (routing.Price, bool)]
 
 	strategies map[string]routing.Strategy
 	routeState routing.State

@@ -369,10 +369,34 @@ func (c *Cooldowns) Apply(ctx context.Context, info ConnInfo, cls Classification
 	defer e.mu.Unlock()
 	now := c.now()
 	old := e.snapshot()
+	st, eff, episode := c.next(old, info, cls, now)
+	if episode {
+		e.episodeAt = now
+	}
+	c.commit(ctx, e, info, old, st) // a no-op when nothing changed (a terminal connection)
+	return eff
+}
+
+// Preview is what Apply would do to a connection in state from, without
+// doing it: the classify dry run (POST /api/resilience/classify) reads the
+// same decision the attempt loop applies.
+func (c *Cooldowns) Preview(info ConnInfo, cls Classification, from services.ConnectionState) CooldownEffect {
+	now := c.now()
+	switch cls.Reason {
+	case ReasonCallerError, ReasonClientAbort, ReasonLocalLimit:
+		return effectOf(from, now, !coolingAt(from, now), false)
+	}
+	_, eff, _ := c.next(cloneConnectionState(from), info, cls, now)
+	return eff
+}
+
+// next is the decision of Apply on the state old at now: the new state, its
+// effect, and whether a new cooldown episode starts. It changes nothing.
+func (c *Cooldowns) next(old services.ConnectionState, info ConnInfo, cls Classification, now time.Time) (services.ConnectionState, CooldownEffect, bool) {
 	cooling := coolingAt(old, now)
 	if old.TerminalStatus != "" {
 		// BD 4: a terminal connection is never rewritten by a later failure.
-		return effectOf(old, now, !cooling, false)
+		return old, effectOf(old, now, !cooling, false), false
 	}
 	prof, cfg := c.profile(info.Profile)
 	prevErrAt := old.LastErrorAt
@@ -382,12 +406,10 @@ func (c *Cooldowns) Apply(ctx context.Context, info ConnInfo, cls Classification
 
 	if term := terminalOf(cls); term != "" {
 		enterTerminal(&st, term, now)
-		c.commit(ctx, e, info, old, st)
-		return effectOf(st, now, !cooling, true)
+		return st, effectOf(st, now, !cooling, true), false
 	}
 	if cls.Scope != ScopeConnection {
-		c.commit(ctx, e, info, old, st)
-		return effectOf(st, now, !cooling, false)
+		return st, effectOf(st, now, !cooling, false), false
 	}
 	if cooling {
 		// Episode (BD 3, §4.2): no level or counter change, never shorter;
@@ -399,10 +421,8 @@ func (c *Cooldowns) Apply(ctx context.Context, info ConnInfo, cls Classification
 				st.CooldownReason = string(cls.Reason)
 			}
 		}
-		c.commit(ctx, e, info, old, st)
-		return effectOf(st, now, false, false)
+		return st, effectOf(st, now, false, false), false
 	}
-
 	var cooldownMs int64
 	level := st.BackoffLevel
 	if prevErrAt != nil && now.Sub(*prevErrAt) > time.Duration(backoffRestartMs)*time.Millisecond {
@@ -435,8 +455,7 @@ func (c *Cooldowns) Apply(ctx context.Context, info ConnInfo, cls Classification
 		if count > ExpiredRetryMax {
 			st.LastError = scrubLastError(fmt.Sprintf("%d consecutive authentication failures; last: %s", count, st.LastError))
 			enterTerminal(&st, TerminalExpired, now)
-			c.commit(ctx, e, info, old, st)
-			return effectOf(st, now, true, true)
+			return st, effectOf(st, now, true, true), false
 		}
 		cooldownMs = authLadderBaseMs << (count - 1)
 	case cls.Reason == ReasonRequestRejected:
@@ -450,8 +469,7 @@ func (c *Cooldowns) Apply(ctx context.Context, info ConnInfo, cls Classification
 		if streak >= RejectStreakBan {
 			st.LastError = scrubLastError(fmt.Sprintf("%d consecutive request refusals within 24 h; last: %s", streak, st.LastError))
 			enterTerminal(&st, TerminalBanned, now)
-			c.commit(ctx, e, info, old, st)
-			return effectOf(st, now, true, true)
+			return st, effectOf(st, now, true, true), false
 		}
 		cooldownMs = rejectStreakFirstMs
 		if streak == 2 {
@@ -479,15 +497,14 @@ func (c *Cooldowns) Apply(ctx context.Context, info ConnInfo, cls Classification
 	if hint > 0 {
 		cooldownMs = hint.Milliseconds() // BD 6: a hint replaces every non-terminal default
 	}
-	if !info.DisableCooling {
-		until := now.Add(time.Duration(cooldownMs) * time.Millisecond)
-		st.RateLimitedUntil = &until
-		st.CooldownReason = string(cls.Reason)
-		st.BackoffLevel = level
-		e.episodeAt = now
+	if info.DisableCooling {
+		return st, effectOf(st, now, true, false), false
 	}
-	c.commit(ctx, e, info, old, st)
-	return effectOf(st, now, true, false)
+	until := now.Add(time.Duration(cooldownMs) * time.Millisecond)
+	st.RateLimitedUntil = &until
+	st.CooldownReason = string(cls.Reason)
+	st.BackoffLevel = level
+	return st, effectOf(st, now, true, false), true
 }
 
 // Success records a 2xx (or first useful stream byte) on connection id:
