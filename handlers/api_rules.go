@@ -32,8 +32,8 @@ type RulesAPI struct {
 
 // errorRuleJSON is one rule of a registry, every field present.
 type errorRuleJSON struct {
-	ID       string                 `json:"id"`
-	Provider string                 `json:"provider"`
+	ID       string `json:"id"`
+	Provider string `json:"provider"`
 	// Providers lists a built-in rule's provider family ("*custom" = every
 	// custom provider); null for a rule of one provider.
 	Providers  []string               `json:"providers"`

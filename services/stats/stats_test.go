@@ -99,7 +99,7 @@ func TestSummaryCostByKeyConnectionAndModel(t *testing.T) {
 		priced("k_1", "c_1", "openai", "gpt-4o", 3000),
 		priced("k_1", "c_2", "openai", "gpt-4o", 2000),
 		priced("k_2", "c_2", "openai", "gpt-4o-mini", 100),
-		priced("k_2", "c_3", "fake", "m1", 0), // no price known
+		priced("k_2", "c_3", "fake", "m1", 0),                                     // no price known
 		{CreatedAt: t0, Status: 401, Outcome: services.RequestOutcomeClientError}, // refused: no key, no target
 	})
 	s := r.Summary(stats.Window1h)
