@@ -93,6 +93,7 @@ type Server struct {
 	startedAt   time.Time
 
 	health     healthCache
+	purge      *retention
 	listenAddr atomic.Value // string
 	loopback   atomic.Bool
 	demo       *demoEnv
@@ -222,6 +223,7 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 		s.redis.start()
 	}
 	s.learned = startLearnedPersister(s.queues, learnedPersistTick, func(err error) { s.metrics.StoreError("learned_rate_limits", err) })
+	s.startRetention()
 	return nil
 }
 
@@ -254,6 +256,7 @@ func (s *Server) Close() error {
 	if s.demo != nil {
 		s.demo.Close()
 	}
+	s.purge.close()
 	s.keys.WaitTouches()
 	s.flushResilience(s.log)
 	if s.gateway != nil {
