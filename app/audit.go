@@ -19,7 +19,6 @@ var auditSkip = map[string]bool{
 	"/api/resilience/classify":                 true,
 	"/combos/builder":                          true,
 	"/settings/resilience/error-rules/builder": true,
-	"/settings/prices/builder":                 true,
 }
 
 // maxAuditUserAgent bounds the user agent kept per entry.

@@ -40,6 +40,8 @@ type handlerSet struct {
 	flags       *handlers.Flags
 	account     *handlers.Account
 	logs        *handlers.Logs
+	audit       *handlers.Audit
+	prices      *handlers.Prices
 }
 
 // newHandlers builds the handlers over the wired services.
@@ -79,7 +81,7 @@ func (s *Server) newHandlers() *handlerSet {
 		setup: &handlers.Setup{Layout: layout, Auth: s.auth, Cookies: s.cookies, ListenPort: s.listenPort,
 			IsLoopback: isLoopbackPeer, ClientIP: clientIP},
 		signIn: &handlers.SignIn{Layout: layout, Auth: s.auth, Cookies: s.cookies, ClientIP: clientIP},
-		overview: &handlers.Overview{Layout: layout, Conns: s.conns, Combos: s.combos, Keys: s.keys, Logs: s.logStore,
+		overview: &handlers.Overview{Layout: layout, Conns: s.conns, Combos: s.combos, Keys: s.keys, Traffic: s.traffic,
 			Status: s.status, Leases: s.leases, Queues: s.queues, Clock: s.clock},
 		connections: &handlers.Connections{Layout: layout, Conns: s.conns, Status: s.status, State: s.resilience, Quota: quota,
 			Tester: s.gateway, Clock: s.clock, Confirm: s.auth, ClientIP: clientIP},
@@ -93,6 +95,8 @@ func (s *Server) newHandlers() *handlerSet {
 		flags:      &handlers.Flags{Layout: layout, Flags: s.settingDocs.Flags, Settings: s.settingsSvc, Combos: s.combos, Conns: s.conns},
 		account:    &handlers.Account{Layout: layout, Auth: s.auth, Cookies: s.cookies, ClientIP: clientIP, Clock: s.clock},
 		logs:       &handlers.Logs{Layout: layout, Logs: s.logStore, Conns: s.conns, Keys: s.keys, Clock: s.clock},
+		audit:      &handlers.Audit{Layout: layout, Audit: s.auditStore, Keys: s.keys, Clock: s.clock},
+		prices:     &handlers.Prices{Layout: layout, Settings: s.settingsSvc, Prices: s.prices, Stats: s.traffic},
 	}
 }
 

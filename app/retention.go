@@ -13,6 +13,7 @@ const retentionEvery = 24 * time.Hour
 // retention runs PurgeOldLogs every retentionEvery until stop.
 type retention struct {
 	stop chan struct{}
+	once sync.Once
 	done sync.WaitGroup
 }
 
@@ -49,7 +50,7 @@ func (r *retention) close() {
 	if r == nil {
 		return
 	}
-	close(r.stop)
+	r.once.Do(func() { close(r.stop) })
 	r.done.Wait()
 }
 

@@ -196,6 +196,9 @@ func (s *Server) routes() *echo.Echo {
 	dash.GET("/logs", h.logs.List)
 	dash.GET("/logs/:id", h.logs.Show)
 
+	// Audit log of admin actions.
+	dash.GET("/audit", h.audit.List)
+
 	// Runtime (§6.8): the page, one polled fragment per panel, the actions.
 	dash.GET("/runtime", h.runtime.Show)
 	dash.GET("/runtime/summary", h.runtime.Summary)
@@ -230,6 +233,11 @@ func (s *Server) routes() *echo.Echo {
 	dash.POST("/settings/flags/:key", h.flags.Update)
 	dash.DELETE("/settings/flags/:key", h.flags.Delete)
 	dash.POST("/settings/flags/:key/reset", h.flags.Delete)
+
+	// Settings → Model prices: the price table of the estimated costs.
+	dash.GET("/settings/prices", h.prices.List)
+	dash.POST("/settings/prices", h.prices.Update)
+	dash.POST("/settings/prices/remove", h.prices.Delete)
 
 	// Settings → Account (§6.11).
 	dash.GET("/settings/account", h.account.Show)
