@@ -16,7 +16,6 @@ import (
 // counts, the client base URL with copyable snippets, and the get-started
 // checklist.
 
-
 // Overview serves the Overview page.
 type Overview struct {
 	Layout

@@ -10,9 +10,9 @@ import (
 	"github.com/a-h/templ"
 
 	"switchyard/services"
-	"switchyard/services/stats"
 	"switchyard/services/gateway"
 	"switchyard/services/quota"
+	"switchyard/services/stats"
 )
 
 // renderDoc renders a component and parses it.
