@@ -720,7 +720,6 @@ func (g *Gateway) walkTarget(ctx context.Context, out *clientWriter, s *Snapshot
 				g.routeState.OnSuccess(t.comboID, t.id, conn.ID)
 			}
 			g.obs.Attempt(t.provider.ID, "success")
-			g.obs.Served(conn.ID, g.clock.Now())
 			if pin := g.pinID(req, t.provider.ID); pin != "" {
 				g.storeError(StoreAffinityPin, g.traffic.Pins.Pin(context.WithoutCancel(ctx), pin, req.Key.ID, t.provider.ID, conn.ID))
 			}
@@ -1028,6 +1027,7 @@ func (g *Gateway) dispatch(ctx context.Context, out *clientWriter, t target, c *
 	start, wallStart := g.clock.Now(), time.Now()
 	rt := g.reg.Runtime(c.ID)
 	rt.lastUsedMs.Store(start.UnixMilli())
+	g.obs.Used(c.ID, start)
 	rt.inFlight.Add(1)
 	defer rt.inFlight.Add(-1)
 	at := st.log.startAttempt(t, c, start)
