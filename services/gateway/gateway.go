@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -595,6 +596,10 @@ func (g *Gateway) emergency(r *http.Request, out *clientWriter, snap *Snapshot, 
 	fr := *req
 	fr.Route = route
 	fr.Body = capTokens(req.Body, req.Inbound, ef.MaxOutputTokens)
+	// The fallback's answer says so in X-Switchyard-Warning too (10-gateway-api
+	// §6.8): the dispatch sets the header from the request's warnings before it
+	// commits the response.
+	fr.Warnings = append(slices.Clip(req.Warnings), WarnEmergencyFallback)
 	one := *set
 	one.MaxAttempts = st.attempts + 1 // one attempt, no waits, no recursion
 	out.w.Header().Set("X-Switchyard-Emergency-Fallback", "from="+req.Model+"; to="+ef.Target)
@@ -612,11 +617,19 @@ func (g *Gateway) emergency(r *http.Request, out *clientWriter, snap *Snapshot, 
 		return true
 	}
 	g.obs.EmergencyFallback("failure")
+	// Tried and failed: the log marks it (its emergency_fallback filter finds
+	// it), but the warning token is for answers the fallback gave.
+	st.log.EmergencyFallback = true
+	st.log.Warnings = slices.DeleteFunc(st.log.Warnings, func(w string) bool { return w == WarnEmergencyFallback })
 	if !out.committed() {
 		out.w.Header().Del("X-Switchyard-Emergency-Fallback")
+		out.dropWarning(WarnEmergencyFallback)
 	}
 	return out.committed() || out.gone()
 }
+
+// WarnEmergencyFallback marks an answer the emergency fallback gave.
+const WarnEmergencyFallback = "emergency_fallback"
 
 // capTokens caps the output tokens of a fallback request.
 func capTokens(body map[string]json.RawMessage, inbound string, limit int) map[string]json.RawMessage {
