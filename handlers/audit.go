@@ -38,24 +38,7 @@ func auditFilters(v url.Values, f views.AuditFiltersVM, now time.Time) (views.Au
 		q.ActorKind, q.ActorID = services.AuditActorKey, strings.TrimPrefix(f.Actor, "key:")
 	}
 	errs := views.FieldErrors{}
-	if f.Custom() {
-		if f.Since != "" {
-			if t, ok := parseLogTime(f.Since); ok {
-				q.Since = t
-			} else {
-				errs["since"] = msgLogWhen
-			}
-		}
-		if f.Until != "" {
-			if t, ok := parseLogTime(f.Until); ok {
-				q.Until = t
-			} else {
-				errs["until"] = msgLogWhen
-			}
-		}
-	} else if d := views.LogRangeDuration(f.Range); d > 0 {
-		q.Since = now.Add(-d)
-	}
+	q.Since, q.Until = timeRange(f.Custom(), f.Range, f.Since, f.Until, now, errs)
 	return f, q, errs
 }
 

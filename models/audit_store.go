@@ -100,28 +100,12 @@ func (s *AuditStore) ListAuditEntries(ctx context.Context, q services.AuditQuery
 	if q.TargetID != "" {
 		tx = tx.Where("target_id = ?", q.TargetID)
 	}
-	if q.Cursor != "" {
-		c, err := services.ParseRequestLogCursor(q.Cursor)
-		if err != nil {
-			return services.AuditPage{}, services.Invalid("cursor", "is not a cursor returned by this list")
-		}
-		t := c.CreatedAt.UnixMilli()
-		tx = tx.Where("created_at <= ? AND (created_at < ? OR id < ?)", t, t, c.ID)
-	}
 	var rows []auditRow
-	if err := tx.Order("created_at DESC, id DESC").Limit(q.Limit + 1).Find(&rows).Error; err != nil {
+	if err := keysetPage(tx, q.Cursor, q.Limit, &rows); err != nil {
 		return services.AuditPage{}, translate(err, "list audit entries")
 	}
-	page := services.AuditPage{Items: make([]services.AuditEntry, 0, min(len(rows), q.Limit))}
-	for i, r := range rows {
-		if i == q.Limit {
-			last := page.Items[len(page.Items)-1]
-			page.NextCursor = services.RequestLogCursor{CreatedAt: last.CreatedAt, ID: last.ID}.String()
-			break
-		}
-		page.Items = append(page.Items, r.domain())
-	}
-	return page, nil
+	items, next := pageOf(rows, q.Limit, auditRow.domain, func(e services.AuditEntry) (time.Time, string) { return e.CreatedAt, e.ID })
+	return services.AuditPage{Items: items, NextCursor: next}, nil
 }
 
 // PurgeAuditEntries deletes the entries created before before.

@@ -193,30 +193,44 @@ func (s *RequestLogStore) ListRequestLogs(ctx context.Context, q services.Reques
 	if q.RequestID != "" {
 		tx = tx.Where("(id = ? OR client_request_id = ?)", s.text(q.RequestID), s.text(q.RequestID))
 	}
-	if q.Cursor != "" {
-		c, err := services.ParseRequestLogCursor(q.Cursor)
+	var rows []RequestLogRow
+	if err := keysetPage(tx, q.Cursor, q.Limit, &rows); err != nil {
+		return services.RequestLogPage{}, translate(err, "list request logs")
+	}
+	items, next := pageOf(rows, q.Limit, RequestLogRow.domain, func(e services.RequestLogEntry) (time.Time, string) { return e.CreatedAt, e.ID })
+	return services.RequestLogPage{Items: items, NextCursor: next}, nil
+}
+
+// keysetPage reads one page newest first, strictly after cursor in
+// (created_at DESC, id DESC) order, and one row more than limit (which says
+// there is a next page). The created_at term lets the database range-scan
+// the (created_at DESC, id DESC) index.
+func keysetPage[R any](tx *gorm.DB, cursor string, limit int, rows *[]R) error {
+	if cursor != "" {
+		c, err := services.ParseRequestLogCursor(cursor)
 		if err != nil {
-			return services.RequestLogPage{}, services.Invalid("cursor", "is not a cursor returned by this list")
+			return services.Invalid("cursor", "is not a cursor returned by this list")
 		}
-		// Strictly after the cursor in (created_at DESC, id DESC) order; the
-		// first term lets SQLite range-scan request_logs_time.
 		t := c.CreatedAt.UnixMilli()
 		tx = tx.Where("created_at <= ? AND (created_at < ? OR id < ?)", t, t, c.ID)
 	}
-	var rows []RequestLogRow
-	if err := tx.Order("created_at DESC, id DESC").Limit(q.Limit + 1).Find(&rows).Error; err != nil {
-		return services.RequestLogPage{}, translate(err, "list request logs")
-	}
-	page := services.RequestLogPage{Items: make([]services.RequestLogEntry, 0, min(len(rows), q.Limit))}
+	return tx.Order("created_at DESC, id DESC").Limit(limit + 1).Find(rows).Error
+}
+
+// pageOf maps the rows of keysetPage and, when it read one row more than
+// limit, drops it and returns the cursor after the last item kept.
+func pageOf[R, T any](rows []R, limit int, domain func(R) T, key func(T) (time.Time, string)) ([]T, string) {
+	items := make([]T, 0, min(len(rows), limit))
+	next := ""
 	for i, r := range rows {
-		if i == q.Limit {
-			last := page.Items[len(page.Items)-1]
-			page.NextCursor = services.RequestLogCursor{CreatedAt: last.CreatedAt, ID: last.ID}.String()
+		if i == limit {
+			at, id := key(items[len(items)-1])
+			next = services.RequestLogCursor{CreatedAt: at, ID: id}.String()
 			break
 		}
-		page.Items = append(page.Items, r.domain())
+		items = append(items, domain(r))
 	}
-	return page, nil
+	return items, next
 }
 
 // FindRequestLog returns one entry with its captured bodies.

@@ -104,15 +104,7 @@ type AuditQuery struct {
 // *ValidationError keyed by query parameter name.
 func (q AuditQuery) Normalize() (AuditQuery, error) {
 	fe := fieldErrors{}
-	if q.Limit == 0 {
-		q.Limit = DefaultRequestLogLimit
-	}
-	if q.Limit < 1 || q.Limit > MaxRequestLogLimit {
-		fe.add("limit", "must be between 1 and 500")
-	}
-	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Since.Before(q.Until) {
-		fe.add("since", "must be before until")
-	}
+	q.Limit = checkTimePage(fe, q.Limit, q.Since, q.Until, q.Cursor)
 	switch q.ActorKind {
 	case "", AuditActorSession, AuditActorKey:
 	default:
@@ -124,11 +116,6 @@ func (q AuditQuery) Normalize() (AuditQuery, error) {
 		case "POST", "PUT", "PATCH", "DELETE":
 		default:
 			fe.add("method", "must be one of POST, PUT, PATCH, DELETE")
-		}
-	}
-	if q.Cursor != "" {
-		if _, err := ParseRequestLogCursor(q.Cursor); err != nil {
-			fe.add("cursor", "is not a cursor returned by this list")
 		}
 	}
 	return q, fe.Err()

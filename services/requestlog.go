@@ -197,24 +197,32 @@ type RequestLogQuery struct {
 // *ValidationError keyed by query parameter name.
 func (q RequestLogQuery) Normalize() (RequestLogQuery, error) {
 	fe := fieldErrors{}
-	if q.Limit == 0 {
-		q.Limit = DefaultRequestLogLimit
-	}
-	if q.Limit < 1 || q.Limit > MaxRequestLogLimit {
-		fe.add("limit", "must be between 1 and 500")
-	}
-	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Since.Before(q.Until) {
-		fe.add("since", "must be before until")
-	}
+	q.Limit = checkTimePage(fe, q.Limit, q.Since, q.Until, q.Cursor)
 	if q.Outcome != "" && !ValidRequestOutcome(q.Outcome) {
 		fe.add("outcome", "must be one of success, client_error, upstream_error, failover, emergency_fallback, aborted")
 	}
-	if q.Cursor != "" {
-		if _, err := ParseRequestLogCursor(q.Cursor); err != nil {
+	return q, fe.Err()
+}
+
+// checkTimePage checks what every time-ordered list shares (the request
+// log, the audit log): the page size (0 = the default), since before until,
+// a cursor of this list format. It returns the limit to use.
+func checkTimePage(fe fieldErrors, limit int, since, until time.Time, cursor string) int {
+	if limit == 0 {
+		limit = DefaultRequestLogLimit
+	}
+	if limit < 1 || limit > MaxRequestLogLimit {
+		fe.add("limit", "must be between 1 and 500")
+	}
+	if !since.IsZero() && !until.IsZero() && !since.Before(until) {
+		fe.add("since", "must be before until")
+	}
+	if cursor != "" {
+		if _, err := ParseRequestLogCursor(cursor); err != nil {
 			fe.add("cursor", "is not a cursor returned by this list")
 		}
 	}
-	return q, fe.Err()
+	return limit
 }
 
 // RequestLogPage is one page of request logs, newest first.
