@@ -69,7 +69,7 @@ func (s *Server) newHandlers() *handlerSet {
 			Keys: s.keys, Pins: s.pins},
 		settingsAPI: &handlers.SettingsAPI{API: api, Resilience: s.settingDocs.Resilience.Document(), General: s.settingDocs.General,
 			Flags: s.settingDocs.Flags},
-		logsAPI:     &handlers.LogsAPI{API: api, Logs: s.logStore},
+		logsAPI: &handlers.LogsAPI{API: api, Logs: s.logStore},
 		metricsAPI: &handlers.MetricsAPI{API: api, Stats: s.traffic, Names: func() map[string]string {
 			snap := s.status.Snapshot()
 			return snap.Names()
@@ -96,7 +96,7 @@ func (s *Server) newHandlers() *handlerSet {
 		account:    &handlers.Account{Layout: layout, Auth: s.auth, Cookies: s.cookies, ClientIP: clientIP, Clock: s.clock},
 		logs:       &handlers.Logs{Layout: layout, Logs: s.logStore, Conns: s.conns, Keys: s.keys, Clock: s.clock},
 		audit:      &handlers.Audit{Layout: layout, Audit: s.auditStore, Keys: s.keys, Clock: s.clock},
-		prices:     &handlers.Prices{Layout: layout, Settings: s.settingsSvc, Prices: s.prices, Stats: s.traffic},
+		prices:     &handlers.Prices{Layout: layout, Settings: s.settingDocs.General, Prices: s.prices, Stats: s.traffic},
 	}
 }
 

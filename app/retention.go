@@ -57,7 +57,7 @@ func (r *retention) close() {
 // PurgeOldLogs deletes the request-log rows and audit entries older than
 // logging.retentionDays (default 7) and returns how many of each.
 func (s *Server) PurgeOldLogs(ctx context.Context) (requests, audit int64, err error) {
-	days := s.settingsSvc.General().Logging.RetentionDays
+	days := s.settingDocs.General.Current().Doc.Logging.RetentionDays
 	if days <= 0 {
 		return 0, 0, nil
 	}

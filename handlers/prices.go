@@ -11,18 +11,20 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"switchyard/services"
+	"switchyard/services/settings"
 	"switchyard/services/stats"
 	"switchyard/views"
 )
 
 // Settings → Model prices: the price table behind every estimated cost and
 // the admin's overrides of it. Saving and removing are
-// SettingsService.PatchGeneral on pricing.models, the same as
+// a patch of pricing.models in the general document, the same as
 // PATCH /api/settings.
 
-// GeneralPatcher patches the general settings document.
+// GeneralPatcher patches the general settings document
+// (*settings.Document[settings.General]).
 type GeneralPatcher interface {
-	PatchGeneral(ctx context.Context, patch []byte, ifMatch string) (services.GeneralSettings, int64, error)
+	Patch(ctx context.Context, body []byte, ifMatch string) (*settings.Snapshot[settings.General], error)
 }
 
 // PriceTable lists the priced models (services.Prices).
@@ -88,7 +90,7 @@ func (h *Prices) Update(c echo.Context) error {
 	}
 	body, _ := json.Marshal(map[string]any{"pricing": map[string]any{"models": map[string]any{
 		f.Model: map[string]float64{"inputPerMTok": in, "outputPerMTok": out}}}})
-	if _, _, err := h.Settings.PatchGeneral(c.Request().Context(), body, ""); err != nil {
+	if _, err := h.Settings.Patch(c.Request().Context(), body, ""); err != nil {
 		verr, ok := validation(err)
 		if !ok {
 			return err
@@ -119,7 +121,7 @@ func (h *Prices) Delete(c echo.Context) error {
 		return services.ErrNotFound
 	}
 	body, _ := json.Marshal(map[string]any{"pricing": map[string]any{"models": map[string]any{model: nil}}})
-	if _, _, err := h.Settings.PatchGeneral(c.Request().Context(), body, ""); err != nil {
+	if _, err := h.Settings.Patch(c.Request().Context(), body, ""); err != nil {
 		return err
 	}
 	NoteAudit(c, "settings.prices.remove", model)
