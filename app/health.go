@@ -85,6 +85,9 @@ func (s *Server) HealthReport(ctx context.Context) health.Report {
 	if s.toolLimits != nil {
 		f.ToolLimits = s.toolLimits.All()
 	}
+	if s.waiting != nil {
+		f.Waiting = s.waiting.Counts()
+	}
 	f.Emergency = s.settingsSvc.Resilience().EmergencyFallback
 	f.EmergencyResolves = s.emergencyResolves(f.Emergency.Target)
 	r := health.Build(f)

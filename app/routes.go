@@ -218,6 +218,7 @@ func (s *Server) routes() *echo.Echo {
 	dash.GET("/runtime/leases/:id/confirm-end", h.runtime.ConfirmEndLease)
 	dash.POST("/runtime/leases/:id/end", h.runtime.EndLease)
 	dash.GET("/runtime/queues", h.runtime.Queues)
+	dash.GET("/runtime/waiting", h.runtime.WaitingRequests)
 	dash.GET("/nav/incidents", h.runtime.Incidents) // the incident badge (§2)
 
 	// Settings → Resilience (§6.9).

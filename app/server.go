@@ -78,19 +78,22 @@ type Server struct {
 	slots       *traffic.Slots
 	slotStore   traffic.SlotStore
 	rateStore   traffic.RateStore
-	redis       *redisState
-	queues      *traffic.Queues
-	routeState  *routing.MemoryState
-	learned     *learnedPersister
-	pins        *affinity.Pins
-	leases      *leases.Leases
-	toolLimits  *gateway.ToolLimits
-	quota       *quota.Tracker
-	resilience  *resilience.Engine
-	status      *resilience.Monitor
-	echo        *echo.Echo
-	handler     http.Handler
-	startedAt   time.Time
+	// waiting lists the requests waiting now on this replica (cooldown,
+	// slot and queue waits).
+	waiting    *traffic.Waiting
+	redis      *redisState
+	queues     *traffic.Queues
+	routeState *routing.MemoryState
+	learned    *learnedPersister
+	pins       *affinity.Pins
+	leases     *leases.Leases
+	toolLimits *gateway.ToolLimits
+	quota      *quota.Tracker
+	resilience *resilience.Engine
+	status     *resilience.Monitor
+	echo       *echo.Echo
+	handler    http.Handler
+	startedAt  time.Time
 
 	health     healthCache
 	purge      *retention

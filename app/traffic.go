@@ -50,7 +50,9 @@ func (s *Server) wireTraffic(ctx context.Context) error {
 	if s.redis != nil {
 		s.slotStore, s.rateStore = s.redis.limiters(s.slots, s.queues)
 	}
-	s.gateway.SetTraffic(&gateway.Traffic{Slots: s.slotStore, Queues: s.rateStore, Pins: s.pins, Leases: s.leases, Doc: svc.Resilience})
+	s.waiting = traffic.NewWaiting(s.clock)
+	s.gateway.SetTraffic(&gateway.Traffic{Slots: s.slotStore, Queues: s.rateStore, Pins: s.pins, Leases: s.leases, Doc: svc.Resilience,
+		Waiting: s.waiting})
 	s.gateway.SetWatchdog(func() (gateway.WatchdogConfig, int) {
 		sr := svc.Resilience().StreamRecovery
 		w := sr.ThroughputWatchdog

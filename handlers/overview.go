@@ -27,10 +27,11 @@ type Overview struct {
 	Traffic TrafficSummaries
 	// Status feeds the resilience tiles (nil leaves them out).
 	Status StatusReader
-	// Leases and Queues may be nil.
-	Leases LeaseAdmin
-	Queues QueueStats
-	Clock  services.Clock
+	// Leases, Queues and Waiting may be nil.
+	Leases  LeaseAdmin
+	Queues  QueueStats
+	Waiting WaitingReader
+	Clock   services.Clock
 }
 
 // Show renders the Overview; ?window=1h|24h picks the traffic window.
@@ -118,6 +119,9 @@ func (h *Overview) overviewStats(ctx context.Context, w views.OverviewWindow) (v
 		for _, q := range h.Queues.Stats() {
 			vm.Resilience.Queued += q.Queued
 		}
+	}
+	if h.Waiting != nil {
+		vm.Resilience.Waiting = h.Waiting.Count()
 	}
 	return vm, nil
 }

@@ -25,6 +25,7 @@ const (
 	OverviewLockedID      = "overview-locked-models"
 	OverviewLeasesID      = "overview-leases"
 	OverviewQueuedID      = "overview-queued"
+	OverviewWaitingID     = "overview-waiting"
 	// OverviewChartID is the requests chart; OverviewChartTableID its
 	// visually hidden data table.
 	OverviewChartID        = "overview-chart"

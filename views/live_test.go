@@ -91,18 +91,19 @@ func TestCostPanel(t *testing.T) {
 }
 
 func TestResilienceTilesLinkToRuntimePanels(t *testing.T) {
-	tiles := ResilienceTilesVM{OpenBreakers: 1, Locked: 2}.Tiles()
-	if len(tiles) != 6 {
+	tiles := ResilienceTilesVM{OpenBreakers: 1, Locked: 2, Waiting: 3}.Tiles()
+	if len(tiles) != 7 {
 		t.Fatalf("%d tiles", len(tiles))
 	}
 	want := map[string]string{OverviewBreakersID: "/runtime#breakers", OverviewCoolingID: "/runtime#cooldowns",
-		OverviewLockedID: "/runtime#model-cooldowns", OverviewLeasesID: "/runtime#leases", OverviewQueuedID: "/runtime#queues"}
+		OverviewLockedID: "/runtime#model-cooldowns", OverviewLeasesID: "/runtime#leases", OverviewQueuedID: "/runtime#queues",
+		OverviewWaitingID: "/runtime#waiting"}
 	for _, tl := range tiles {
 		if w, ok := want[tl.ID]; ok && tl.Href != w {
 			t.Errorf("%s links to %s, want %s", tl.ID, tl.Href, w)
 		}
 	}
-	if tiles[0].N != 1 || tiles[3].N != 2 {
+	if tiles[0].N != 1 || tiles[3].N != 2 || tiles[6].N != 3 || tiles[6].Label != "Waiting now" {
 		t.Errorf("tiles %+v", tiles)
 	}
 }

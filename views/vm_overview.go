@@ -121,6 +121,9 @@ type ResilienceTilesVM struct {
 	Locked       int
 	Leases       int
 	Queued       int
+	// Waiting counts the requests waiting inside the gateway now (cooldown,
+	// slot and queue waits): not zero while anyone waits.
+	Waiting int
 }
 
 // ResilienceTile is one count of ResilienceTilesVM.
@@ -140,6 +143,7 @@ func (r ResilienceTilesVM) Tiles() []ResilienceTile {
 		{OverviewLockedID, "Locked models", r.Locked, "/runtime#" + ModelCooldownsCardID},
 		{OverviewLeasesID, "Active leases", r.Leases, "/runtime#" + LeasesPanelID},
 		{OverviewQueuedID, "Queued requests", r.Queued, "/runtime#" + QueuesPanelID},
+		{OverviewWaitingID, "Waiting now", r.Waiting, "/runtime#" + WaitingPanelID},
 	}
 }
 

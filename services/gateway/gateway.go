@@ -407,7 +407,10 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, req *Request) (r
 		if !ok {
 			break
 		}
-		if !g.waitOut(r.Context(), out, req, d) {
+		tok := g.beginCooldownWait(req, d)
+		done := g.waitOut(r.Context(), out, req, d)
+		tok.End()
+		if !done {
 			return
 		}
 		waits++

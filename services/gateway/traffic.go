@@ -23,10 +23,21 @@ type Traffic struct {
 	Pins   *affinity.Pins
 	Leases *leases.Leases
 	Doc    func() *resilience.Document
+	// Waiting shows the requests waiting now (cooldown waits, slot and
+	// queue waits); nil records nothing.
+	Waiting *traffic.Waiting
 }
 
 // SetTraffic installs the traffic mechanisms (nil fields are skipped).
 func (g *Gateway) SetTraffic(t *Traffic) { g.traffic = t }
+
+// beginCooldownWait puts a cooldown-aware wait of d on the waiting board.
+func (g *Gateway) beginCooldownWait(req *Request, d time.Duration) traffic.WaitToken {
+	if g.traffic == nil || g.traffic.Waiting == nil {
+		return traffic.WaitToken{}
+	}
+	return g.traffic.Waiting.Begin(traffic.WaitCooldown, req.Model, req.ID, d)
+}
 
 func queueConfig(doc *resilience.Document) traffic.QueueConfig {
 	q := doc.RequestQueue
@@ -67,7 +78,13 @@ func (g *Gateway) admit(ctx context.Context, t target, c *services.Connection, r
 		return a, nil
 	}
 	doc := tr.Doc()
-	if tr.Slots != nil && doc.ConnectionConcurrency.Enabled && c.MaxConcurrent != nil && *c.MaxConcurrent > 0 {
+	slot := tr.Slots != nil && doc.ConnectionConcurrency.Enabled && c.MaxConcurrent != nil && *c.MaxConcurrent > 0
+	queue := tr.Queues != nil && doc.QueueProtected(c)
+	if tr.Waiting != nil && (slot || queue) {
+		// Only dispatches that may wait carry the board (one context value).
+		ctx = traffic.WithWaiting(ctx, tr.Waiting, req.ID)
+	}
+	if slot {
 		release, _, err := tr.Slots.Acquire(ctx, c.ID, *c.MaxConcurrent)
 		switch {
 		case err == nil:
@@ -78,7 +95,7 @@ func (g *Gateway) admit(ctx context.Context, t target, c *services.Connection, r
 			return nil, err
 		}
 	}
-	if tr.Queues != nil && doc.QueueProtected(c) {
+	if queue {
 		cfg := queueConfig(doc).WithOverrides(c.RateLimitOverrides)
 		key := traffic.QueueKey(t.provider.ID, c.ID, "")
 		ticket, err := tr.Queues.Admit(ctx, key, cfg)

@@ -50,6 +50,7 @@ type Report struct {
 	Slots               Slots                         `json:"slots"`
 	LearnedToolLimits   []ToolLimit                   `json:"learnedToolLimits"`
 	EmergencyFallback   EmergencyFallback             `json:"emergencyFallback"`
+	Waiting             Waiting                       `json:"waiting"`
 	RequestLog          RequestLog                    `json:"requestLog"`
 	Shared              Shared                        `json:"sharedState"`
 
@@ -140,6 +141,14 @@ type EmergencyFallback struct {
 	Resolves bool   `json:"resolves"`
 }
 
+// Waiting counts the requests waiting inside the gateway now, by reason
+// (cooldown, slot, queue; every reason present) and by "reason target".
+type Waiting struct {
+	Total    int            `json:"total"`
+	ByReason map[string]int `json:"byReason"`
+	ByTarget map[string]int `json:"byTarget"`
+}
+
 // RequestLog is the request-log writer's queue.
 type RequestLog struct {
 	QueueDepth int64 `json:"queueDepth"`
@@ -196,6 +205,8 @@ type Facts struct {
 	// its target resolves now.
 	Emergency         resilience.EmergencyFallbackSettings
 	EmergencyResolves bool
+	// Waiting counts the requests waiting now (zero: none).
+	Waiting traffic.WaitCounts
 }
 
 // Build assembles the report: down when the database does not answer,
@@ -212,7 +223,17 @@ func Build(f Facts) Report {
 		Slots: Slots{InFlight: f.Slots.InFlight, Waiting: f.Slots.Waiting,
 			FailOpenGrants: f.Slots.FailOpenGrants.QueueFull + f.Slots.FailOpenGrants.Timeout},
 		EmergencyFallback: EmergencyFallback{Enabled: f.Emergency.Enabled, Target: f.Emergency.Target, Resolves: f.EmergencyResolves},
+		Waiting:           Waiting{Total: f.Waiting.Total, ByReason: f.Waiting.ByReason, ByTarget: f.Waiting.ByTarget},
 		Shared:            f.Shared}
+	if r.Waiting.ByReason == nil {
+		r.Waiting.ByReason = map[string]int{}
+		for _, reason := range traffic.WaitReasons {
+			r.Waiting.ByReason[reason] = 0
+		}
+	}
+	if r.Waiting.ByTarget == nil {
+		r.Waiting.ByTarget = map[string]int{}
+	}
 	if r.Shared.Mode == "" {
 		r.Shared = Shared{Mode: ModeEmbedded, Redis: RedisOff, Limits: LimitsPerReplica}
 	}
