@@ -138,8 +138,9 @@ type AuditPurger interface {
 	PurgeAuditEntries(ctx context.Context, before time.Time) (int64, error)
 }
 
-// Redacted is what a secret's value becomes in an audit change.
-const Redacted = `"[redacted]"`
+// redactedJSON is what a secret's value becomes in an audit change: the
+// JSON string of Redacted.
+const redactedJSON = `"` + Redacted + `"`
 
 // secretName matches the JSON names whose values are credentials.
 var secretName = regexp.MustCompile(`(?i)(secret|password|passwd|api_?key|token$|credential|authorization|cookie|proxy_?url)`)
@@ -185,10 +186,10 @@ func AuditDiff(before, after []byte) []AuditChange {
 		}
 		if secretPath(p) {
 			if inB && vb != nil {
-				c.Before = json.RawMessage(Redacted)
+				c.Before = json.RawMessage(redactedJSON)
 			}
 			if inA && va != nil {
-				c.After = json.RawMessage(Redacted)
+				c.After = json.RawMessage(redactedJSON)
 			}
 		}
 		out = append(out, c)
