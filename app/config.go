@@ -239,9 +239,9 @@ func (c *Config) validate() error {
 	}
 	if c.AdminPassword != "" {
 		if n := utf8.RuneCountInString(c.AdminPassword); n < services.PasswordMinLen {
-			problems = append(problems, errors.New("SWITCHYARD_ADMIN_PASSWORD: "+services.MsgPasswordShort))
+			problems = append(problems, fmt.Errorf("SWITCHYARD_ADMIN_PASSWORD: %s", services.MsgPasswordShort))
 		} else if n > services.PasswordMaxLen {
-			problems = append(problems, errors.New("SWITCHYARD_ADMIN_PASSWORD: "+services.MsgPasswordLong))
+			problems = append(problems, fmt.Errorf("SWITCHYARD_ADMIN_PASSWORD: %s", services.MsgPasswordLong))
 		}
 	}
 	if c.PprofAddr != "" {

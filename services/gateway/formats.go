@@ -473,18 +473,6 @@ func (u *usage) counts() translate.Usage {
 	return out
 }
 
-// warningsHeader renders translation warnings for X-Switchyard-Warning.
-func warningsHeader(ws []translate.Warning) string {
-	var b bytes.Buffer
-	for i, w := range ws {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(w.Code)
-	}
-	return b.String()
-}
-
 var _ = fmt.Sprintf
 
 type betaKey struct{}

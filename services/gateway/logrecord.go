@@ -166,19 +166,6 @@ func (r *LogRecord) addCounts(u translate.Usage) {
 	r.CacheWriteTokens = u.CacheWriteTokens
 }
 
-func (r *LogRecord) addUsage(u *usage) {
-	if u == nil {
-		return
-	}
-	r.PromptTokens, r.CompletionTok = u.PromptTokens, u.CompletionTokens
-	if u.PromptTokensDetails != nil {
-		r.CachedTokens = u.PromptTokensDetails.CachedTokens
-	}
-	if u.CompletionTokensDetails != nil {
-		r.ReasoningTokens = u.CompletionTokensDetails.ReasoningTokens
-	}
-}
-
 // finish fills the timing and the final status from the client writer.
 func (r *LogRecord) finish(now time.Time, out *clientWriter) {
 	out.mu.Lock()

@@ -19,12 +19,11 @@ type WatchdogConfig struct {
 // Watchdog judges the useful-text throughput of one stream attempt. It is
 // data checked against the time it is given: no timers of its own.
 type Watchdog struct {
-	cfg        WatchdogConfig
-	headersAt  time.Time
-	protected  bool
-	protEnded  time.Time
-	samples    []wdSample
-	windowSize int
+	cfg       WatchdogConfig
+	headersAt time.Time
+	protected bool
+	protEnded time.Time
+	samples   []wdSample
 }
 
 type wdSample struct {

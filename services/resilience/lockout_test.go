@@ -99,8 +99,6 @@ func fail(status int, reason resilience.Reason) resilience.Classification {
 	return resilience.Classification{Status: status, Reason: reason, Scope: resilience.ScopeModel}
 }
 
-func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
-
 // M1. Off: a per-model 429 writes nothing and locks nothing.
 func TestLockoutM1OffWritesNothing(t *testing.T) {
 	e := newLockEnv(t, nil)
