@@ -169,16 +169,6 @@ type Stats interface {
 	EntryStats(entryID string) (EntryStats, bool)
 }
 
-// StatsMap is a Stats backed by a map (tests, small callers).
-type StatsMap map[string]EntryStats
-
-// EntryStats returns m[entryID].
-func (m StatsMap) EntryStats(entryID string) (EntryStats, bool) {
-	s, ok := m[entryID]
-	return s, ok
-}
-
-var _ Stats = StatsMap(nil)
 
 // Strategy orders the entries of one request; failover is walking the
 // result (STYLE §4).
