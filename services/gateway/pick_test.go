@@ -383,7 +383,7 @@ func (env *pickEnv) randomCase(r *rand.Rand) pickCase {
 		p, _ = s.Catalogue.Get("other")
 	}
 	c := pickCase{t: target{provider: p, model: "m1"}, record: r.IntN(4) > 0, set: DefaultSettings()}
-	strategies := accounts.Strategies()
+	strategies := []string{accounts.FillFirst, accounts.RoundRobin, accounts.P2C, accounts.Random, accounts.LeastUsed, accounts.StrictRandom}
 	c.set.FallbackStrategy = strategies[r.IntN(len(strategies))]
 	c.set.StickyLimit = 1 + r.IntN(3)
 	if r.IntN(5) == 0 {

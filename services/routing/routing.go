@@ -169,7 +169,6 @@ type Stats interface {
 	EntryStats(entryID string) (EntryStats, bool)
 }
 
-
 // Strategy orders the entries of one request; failover is walking the
 // result (STYLE §4).
 type Strategy interface {
