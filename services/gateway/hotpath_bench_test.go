@@ -52,15 +52,6 @@ func (s benchSource) ListConnections(context.Context) ([]services.Connection, er
 }
 func (s benchSource) ListCombos(context.Context) ([]services.Combo, error) { return s.combos, nil }
 
-type benchBreakerStore struct{}
-
-func (benchBreakerStore) LoadBreakers(context.Context) ([]resilience.BreakerSnapshot, error) {
-	return nil, nil
-}
-func (benchBreakerStore) SaveBreaker(context.Context, resilience.BreakerSnapshot) error { return nil }
-func (benchBreakerStore) DeleteBreaker(context.Context, string) error                   { return nil }
-func (benchBreakerStore) DeleteAllBreakers(context.Context) error                       { return nil }
-
 type benchPinStore struct{}
 
 func (benchPinStore) LoadPins(context.Context) ([]affinity.Pin, error)             { return nil, nil }
@@ -143,7 +134,7 @@ func newBenchEnvAt(b testing.TB, n int, strategy, mix, baseURL string) *benchEnv
 	if err := lockouts.Load(ctx); err != nil {
 		b.Fatal(err)
 	}
-	breakers := resilience.NewBreakers(clock, func() resilience.BreakerConfig { return bc }, benchBreakerStore{}, nil)
+	breakers := resilience.NewBreakers(clock, func() resilience.BreakerConfig { return bc }, resilience.NewMemoryBreakerStore(), nil)
 	gate := resilience.NewWindowGate(clock, func() resilience.WindowGateConfig { return wc })
 	cls := resilience.NewClassifier(nil, nil, clock.Now, nil)
 	res := resilience.NewEngine(clock, cls, breakers, gate, cooldowns, lockouts, func() *resilience.Document { return &doc },

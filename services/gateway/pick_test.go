@@ -104,7 +104,7 @@ func newPickEnv(t *testing.T, n int, seed uint64) *pickEnv {
 		c.Enabled = env.lockOn
 		return c
 	}, nil, nil, nil)
-	breakers := resilience.NewBreakers(env.clock, func() resilience.BreakerConfig { return bc }, benchBreakerStore{}, nil)
+	breakers := resilience.NewBreakers(env.clock, func() resilience.BreakerConfig { return bc }, resilience.NewMemoryBreakerStore(), nil)
 	gate := resilience.NewWindowGate(env.clock, func() resilience.WindowGateConfig { return wc })
 	res := resilience.NewEngine(env.clock, resilience.NewClassifier(nil, nil, env.clock.Now, nil), breakers, gate, env.cd, env.lo,
 		func() *resilience.Document { return &doc }, func() resilience.EgressLockConfig { return ec })

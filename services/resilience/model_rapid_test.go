@@ -25,7 +25,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -91,7 +90,16 @@ type mdlBreaker struct {
 	openedAt int64
 	gen      uint64
 	inFlight int
+	// probeUntil is when the latest probe grant lapses (0 = none): a grant
+	// lives max(resetTimeout, 30 s), after which the next caller is
+	// granted a probe although the old one has not ended (scale-out §3.4
+	// row 2: a replica that died holding a probe must not block the
+	// breaker for good).
+	probeUntil int64
 }
+
+// mdlProbeLeaseMin is the shortest life of a probe grant.
+const mdlProbeLeaseMin int64 = 30_000
 
 type mdlConn struct {
 	coolUntil  int64             // 0 = no deadline
@@ -166,7 +174,7 @@ func (m *refModel) breaker(p string) *mdlBreaker {
 // refresh is the lazy OPEN → HALF_OPEN transition of any read (§2.1).
 func (m *refModel) refresh(b *mdlBreaker) {
 	if b.state == resilience.BreakerOpen && m.now-b.openedAt >= m.set.effResetMs(b.cycles) {
-		b.state, b.inFlight = resilience.BreakerHalfOpen, 0
+		b.state, b.inFlight, b.probeUntil = resilience.BreakerHalfOpen, 0, 0
 		b.gen++
 	}
 }
@@ -179,10 +187,15 @@ func (m *refModel) allow(p string) (bool, mdlAdmission) {
 	case resilience.BreakerOpen:
 		return false, mdlAdmission{}
 	case resilience.BreakerHalfOpen:
-		if b.inFlight >= m.set.halfOpen {
+		lapsed := b.probeUntil != 0 && m.now >= b.probeUntil
+		if b.inFlight >= m.set.halfOpen && !lapsed {
 			return false, mdlAdmission{}
 		}
+		if lapsed {
+			b.inFlight = 0
+		}
 		b.inFlight++
+		b.probeUntil = m.now + max(m.set.resetMs, mdlProbeLeaseMin)
 		return true, mdlAdmission{provider: p, probe: true, gen: b.gen}
 	}
 	return true, mdlAdmission{provider: p, gen: b.gen}
@@ -193,7 +206,7 @@ func (m *refModel) retryAfterMs(b *mdlBreaker) int64 {
 	case resilience.BreakerOpen:
 		return b.openedAt + m.set.effResetMs(b.cycles) - m.now
 	case resilience.BreakerHalfOpen:
-		if b.inFlight >= m.set.halfOpen {
+		if b.inFlight >= m.set.halfOpen && (b.probeUntil == 0 || m.now < b.probeUntil) {
 			return mdlHalfOpenBusyMs
 		}
 	}
@@ -464,44 +477,11 @@ func (m *refModel) success(adm mdlAdmission, conn, model string) {
 
 // ---- the system under test ----
 
-// mdlBreakerStore is a BreakerStore in memory, for Restart.
-type mdlBreakerStore struct {
-	mu   sync.Mutex
-	rows map[string]resilience.BreakerSnapshot
-}
-
-func (s *mdlBreakerStore) LoadBreakers(context.Context) ([]resilience.BreakerSnapshot, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Collect(maps.Values(s.rows)), nil
-}
-
-func (s *mdlBreakerStore) SaveBreaker(_ context.Context, b resilience.BreakerSnapshot) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.rows[b.Name] = b
-	return nil
-}
-
-func (s *mdlBreakerStore) DeleteBreaker(_ context.Context, name string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.rows, name)
-	return nil
-}
-
-func (s *mdlBreakerStore) DeleteAllBreakers(context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	clear(s.rows)
-	return nil
-}
-
 type mdlSystem struct {
 	clock    *testkit.FakeClock
 	t0       time.Time
 	doc      resilience.Document
-	brStore  *mdlBreakerStore
+	brStore  *resilience.MemoryBreakerStore
 	cdStore  *resilience.MemoryConnectionStateStore
 	loStore  *resilience.MemoryLockoutStore
 	engine   *resilience.Engine
@@ -629,7 +609,7 @@ func newMdlMachine(t *rapid.T) *mdlMachine {
 	doc.ModelLockout.ErrorCodes = set.lockoutConfig().ErrorCodes
 	sm := &mdlMachine{
 		ref: &refModel{set: set, breakers: map[string]*mdlBreaker{}, conns: map[string]*mdlConn{}, locks: map[mdlLockKey]*mdlLock{}},
-		sys: &mdlSystem{clock: testkit.NewFakeClock(t0), t0: t0, doc: doc, brStore: &mdlBreakerStore{rows: map[string]resilience.BreakerSnapshot{}},
+		sys: &mdlSystem{clock: testkit.NewFakeClock(t0), t0: t0, doc: doc, brStore: resilience.NewMemoryBreakerStore(),
 			cdStore: resilience.NewMemoryConnectionStateStore(), loStore: resilience.NewMemoryLockoutStore(), provider: map[string]string{}},
 		models: models,
 	}
@@ -841,13 +821,13 @@ func (sm *mdlMachine) Reset(t *rapid.T) {
 // dispatches die with the process (a restored HALF_OPEN gets fresh probe slots).
 func (sm *mdlMachine) Restart(t *rapid.T) {
 	sm.logf("restart (%d in flight dropped)", len(sm.pending))
-	if err := sm.sys.engine.Breakers.Flush(context.Background()); err != nil {
+	if err := sm.sys.engine.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	sm.pending = nil
 	for _, b := range sm.ref.breakers {
 		if b.state == resilience.BreakerHalfOpen {
-			b.inFlight = 0
+			b.inFlight, b.probeUntil = 0, 0
 		}
 	}
 	if err := sm.sys.build(sm.ref.set); err != nil {
@@ -993,7 +973,7 @@ func mdlRegressionSystem(t *testing.T) (sys *mdlSystem, fail func(mdlKind), rest
 	t.Helper()
 	t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	sys = &mdlSystem{clock: testkit.NewFakeClock(t0), t0: t0, doc: resilience.DefaultDocument(),
-		brStore: &mdlBreakerStore{rows: map[string]resilience.BreakerSnapshot{}}, cdStore: resilience.NewMemoryConnectionStateStore(),
+		brStore: resilience.NewMemoryBreakerStore(), cdStore: resilience.NewMemoryConnectionStateStore(),
 		loStore: resilience.NewMemoryLockoutStore(), provider: map[string]string{"c0": "prov0"}}
 	set := mdlSettings{failThr: 5, resetMs: 30_000, halfOpen: 1, maxMult: 1, cdBase: 3_000, cdSteps: 5, cdMax: 300_000,
 		lockBase: 120_000, lockMax: 1_800_000, lockSteps: 10, lockExp: true}
@@ -1007,7 +987,7 @@ func mdlRegressionSystem(t *testing.T) (sys *mdlSystem, fail func(mdlKind), rest
 		sys.engine.Failure(ctx, adm, conn, sys.failureOf("c0", "m-a", k, 0), nil)
 	}
 	restart = func() {
-		if err := sys.engine.Breakers.Flush(ctx); err != nil {
+		if err := sys.engine.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if err := sys.build(set); err != nil {
