@@ -913,4 +913,3 @@ func (l *Lockouts) drop(k LockKey) {
 		l.version.Add(1)
 	}
 }
-

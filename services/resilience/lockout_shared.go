@@ -99,9 +99,9 @@ func (l *Lockouts) commit(ctx context.Context, prev LockoutRecord, found bool, n
 	}
 	wctx, cancel := decisionContext(ctx)
 	var (
-		cur              LockoutRecord
+		cur               LockoutRecord
 		curFound, swapped bool
-		err              error
+		err               error
 	)
 	switch {
 	case next == nil:
