@@ -74,6 +74,7 @@ type Server struct {
 	queues      *traffic.Queues
 	routeState  *routing.MemoryState
 	learned     *learnedPersister
+	decisions   *decisionFlusher
 	pins        *affinity.Pins
 	leases      *leases.Leases
 	toolLimits  *gateway.ToolLimits
@@ -210,6 +211,7 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 		s.redis.start()
 	}
 	s.learned = startLearnedPersister(s.queues, learnedPersistTick, func(err error) { s.metrics.StoreError("learned_rate_limits", err) })
+	s.decisions = startDecisionFlusher(s.resilience, decisionFlushEvery, func(err error) { s.metrics.StoreError("resilience", err) })
 	return nil
 }
 

@@ -489,6 +489,9 @@ func (r *Breakers) acquireProbe(ctx context.Context, b *breaker, gen uint64, p B
 			b.mu.Lock()
 			r.followLocked(b, row, found)
 			b.mu.Unlock()
+			if granted {
+				r.publishRow(ctx, b.name, row, found) // the others show the probe out
+			}
 			return granted
 		}
 		r.guard.trip(now)
@@ -818,6 +821,7 @@ func (r *Breakers) ReleaseProbe(provider string, gen uint64) {
 			r.followLocked(b, row, found)
 			b.open.Store(nil) // fewer probes out: no longer busy
 			b.mu.Unlock()
+			r.publishRow(context.Background(), b.name, row, found)
 			return
 		}
 		r.guard.trip(now)
