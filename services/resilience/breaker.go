@@ -622,6 +622,11 @@ func (r *Breakers) flushLeak(ctx context.Context, b *breaker, now time.Time) err
 		return fmt.Errorf("resilience: leak breaker %s: %w", b.name, err)
 	}
 	r.guard.reset()
+	if !found {
+		// The leak emptied a CLOSED row (deleted): the others hear of it at
+		// this generation, not at a zero row's.
+		row = BreakerSnapshot{Name: b.name, Profile: b.profile, State: BreakerClosed, Generation: gen, UpdatedAt: now}
+	}
 	b.mu.Lock()
 	r.followLocked(b, row, found)
 	b.mu.Unlock()
@@ -804,9 +809,12 @@ func (r *Breakers) ReleaseProbe(provider string, gen uint64) {
 	}
 	b.opMu.Lock()
 	defer b.opMu.Unlock()
+	// The mirror's probe count is the fleet's (other replicas' probes
+	// included, possibly behind), so it does not decide whether this
+	// probe goes back to the store: the store only takes back what is out.
 	b.mu.Lock()
 	st, cur := b.load()
-	ok := st == brkHalfOpen && cur == gen && b.halfOpenInFlight > 0
+	ok := st == brkHalfOpen && cur == gen
 	b.mu.Unlock()
 	if !ok {
 		return
@@ -821,7 +829,9 @@ func (r *Breakers) ReleaseProbe(provider string, gen uint64) {
 			r.followLocked(b, row, found)
 			b.open.Store(nil) // fewer probes out: no longer busy
 			b.mu.Unlock()
-			r.publishRow(context.Background(), b.name, row, found)
+			if found && row.Generation == gen {
+				r.publishRow(context.Background(), b.name, row, found)
+			}
 			return
 		}
 		r.guard.trip(now)
@@ -1230,6 +1240,9 @@ func (r *Breakers) publishRow(ctx context.Context, name string, s BreakerSnapsho
 }
 
 func (r *Breakers) onChange(ctx context.Context, ch services.Change) error {
+	if isOwn(ctx) {
+		return nil // what this mirror decided and holds already
+	}
 	if ch.Key == "" {
 		return r.Resync(ctx)
 	}
@@ -1246,16 +1259,55 @@ func (r *Breakers) onChange(ctx context.Context, ch services.Change) error {
 		b = r.getOrCreate(ch.Key, s.Profile)
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	st, gen := b.load()
 	switch {
 	case s.Generation&brkGenMask < gen:
+		b.mu.Unlock()
 		return nil // older than the mirror
 	case s.Generation&brkGenMask == gen && sameBreaker(r.snapshotLocked(b, s.UpdatedAt), s, found, st):
+		b.mu.Unlock()
 		return nil // what the mirror holds (in embedded mode: our own change)
+	case s.Generation&brkGenMask > gen:
+		r.followLocked(b, s, found) // a new generation is always newer
+		b.mu.Unlock()
+		return nil
+	}
+	b.mu.Unlock()
+	// Same generation, other counts (failures, leaks, probes out): the
+	// changes of two replicas may arrive in either order, so the payload
+	// cannot say which is newer; the store can.
+	r.followStored(ctx, b, s, found)
+	return nil
+}
+
+// followStored brings the mirror to the stored row after a same-generation
+// change from another replica. When one of this replica's own store calls
+// on b is in progress (it holds opMu), that call follows the row it gets
+// back, which is at least as new; so is the synchronous delivery of this
+// replica's own publication, made under opMu. A store that cannot be read
+// leaves the payload's row.
+func (r *Breakers) followStored(ctx context.Context, b *breaker, s BreakerSnapshot, found bool) {
+	if !b.opMu.TryLock() {
+		return
+	}
+	defer b.opMu.Unlock()
+	if !r.guard.down(r.clock.Now()) {
+		rctx, cancel := decisionContext(ctx)
+		row, ok, err := r.store.LoadBreaker(rctx, b.name)
+		cancel()
+		if err == nil {
+			s, found = row, ok
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.dirty.Load() {
+		return // a local decision waits for its reconcile
+	}
+	if _, gen := b.load(); found && s.Generation&brkGenMask < gen {
+		return
 	}
 	r.followLocked(b, s, found)
-	return nil
 }
 
 // sameBreaker reports whether the mirror (as a row) already is s.
@@ -1264,7 +1316,7 @@ func sameBreaker(mine, s BreakerSnapshot, found bool, st uint64) bool {
 		return st == brkClosed && mine.FailureCount == 0
 	}
 	return mine.State == s.State && mine.FailureCount == s.FailureCount && mine.OpenCycleCount == s.OpenCycleCount &&
-		mine.OpenedAt.Equal(s.OpenedAt) && mine.HalfOpenInFlight == s.HalfOpenInFlight
+		mine.OpenedAt.Equal(s.OpenedAt) && mine.HalfOpenInFlight == s.HalfOpenInFlight && mine.ProbeUntil.Equal(s.ProbeUntil)
 }
 
 // Resync reloads every stored breaker into the mirror (after lost

@@ -809,6 +809,11 @@ func (c *Cooldowns) writeDiagnostics(ctx context.Context, e *cooldownEntry, id s
 	}
 	c.clearDiag(e)
 	e.lastWrite = now
+	// The other replicas learn the later last error too (at most once per
+	// second per connection, like the write): it is not a decision, but
+	// the next one reads it (the backoff ladder restarts after a quiet
+	// period measured from last_error_at).
+	c.pub.publish(ctx, services.Change{Kind: services.ChangeConnectionState, Key: id, Version: e.ver.Load(), Payload: encodeDiagnostics(st)})
 	return nil
 }
 

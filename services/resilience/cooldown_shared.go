@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"switchyard/services"
@@ -24,13 +25,25 @@ func (c *Cooldowns) UseFeed(feed services.ChangeFeed) {
 
 // onChange applies a published connection state; Key "" reloads them all.
 func (c *Cooldowns) onChange(ctx context.Context, ch services.Change) error {
+	if isOwn(ctx) {
+		return nil // what this mirror decided and holds already
+	}
 	if ch.Key == "" {
 		return c.Resync(ctx)
 	}
 	// Not newer than the mirror (in embedded mode: our own decision, handed
-	// back by the local feed): nothing to do, one atomic load.
-	if v, ok := c.entries.Load(ch.Key); ok && ch.Version <= v.(*cooldownEntry).ver.Load() {
-		return nil
+	// back by the local feed): nothing to do, one atomic load. Diagnostics
+	// of the mirror's version are merged when later.
+	if v, ok := c.entries.Load(ch.Key); ok {
+		e := v.(*cooldownEntry)
+		if ver := e.ver.Load(); ch.Version < ver || ch.Version == ver && !strings.HasPrefix(ch.Payload, diagnosticsPrefix) {
+			return nil
+		} else if ch.Version == ver {
+			c.mergeDiagnostics(e, ch)
+			return nil
+		}
+	} else if strings.HasPrefix(ch.Payload, diagnosticsPrefix) {
+		return nil // a connection this mirror has no state for yet: its next decision brings it
 	}
 	vs := VersionedState{Version: ch.Version}
 	st, diag, ok := decodeState(ch.Payload)
@@ -51,6 +64,31 @@ func (c *Cooldowns) onChange(ctx context.Context, ch services.Change) error {
 	c.follow(e, vs, diag)
 	e.mu.Unlock()
 	return nil
+}
+
+// mergeDiagnostics takes another replica's later last error for the
+// version the mirror holds: diagnostics only, the decision is unchanged
+// (no version bump, the pick cache stays valid).
+func (c *Cooldowns) mergeDiagnostics(e *cooldownEntry, ch services.Change) {
+	st, diag, ok := decodeState(ch.Payload)
+	if !ok || !diag {
+		return
+	}
+	// This replica's own diagnostics come back while it holds e.mu (it
+	// publishes under it): nothing to merge then. A remote one that meets
+	// a decision in progress is dropped too; the row it is about to write
+	// carries this replica's own last error, and the next flush the later.
+	if !e.mu.TryLock() {
+		return
+	}
+	defer e.mu.Unlock()
+	local := e.snapshot()
+	if e.ver.Load() != ch.Version || !laterError(st, local) {
+		return
+	}
+	next := cloneConnectionState(local)
+	copyDiagnostics(&next, st)
+	e.state.Store(&next)
 }
 
 // Resync reloads every stored row into the mirror (after lost
@@ -77,10 +115,17 @@ func (c *Cooldowns) Resync(ctx context.Context) error {
 // counter the pick cache watches. A row applied locally (dirty) keeps its
 // decision merged in, for Reconcile to write. Called with e.mu held.
 func (c *Cooldowns) follow(e *cooldownEntry, vs VersionedState, diag bool) {
-	if vs.Version <= e.ver.Load() {
+	local := e.snapshot()
+	if v := e.ver.Load(); vs.Version <= v {
+		if vs.Version == v && diag && laterError(vs.State, local) {
+			// The same decision with a later last error (written by
+			// another replica's coalesced diagnostics): take it.
+			next := cloneConnectionState(local)
+			copyDiagnostics(&next, vs.State)
+			e.state.Store(&next)
+		}
 		return
 	}
-	local := e.snapshot()
 	st := cloneConnectionState(vs.State)
 	st.TestStatus = local.TestStatus
 	if !diag || laterError(local, st) {
@@ -251,8 +296,11 @@ func copyDiagnostics(st *services.ConnectionState, from services.ConnectionState
 
 // statePayload is a connection state on the change feed: epoch ms, short
 // names. D says the diagnostics are included (they are left out, and the
-// receiver keeps its own, when they would make the payload too long).
+// receiver keeps its own, when they would make the payload too long). O
+// marks a diagnostics-only change (the decision fields are the version's,
+// unchanged); it is encoded first, so receivers tell it by diagnosticsPrefix.
 type statePayload struct {
+	O  bool   `json:"o,omitempty"`
 	U  *int64 `json:"u,omitempty"`
 	L  int    `json:"l,omitempty"`
 	R  string `json:"r,omitempty"`
@@ -283,6 +331,17 @@ func encodeState(st services.ConnectionState) string {
 		p.D, p.E, p.ER, p.ES, p.EC, p.EA = false, "", "", 0, "", nil
 		b, _ = json.Marshal(p)
 	}
+	return string(b)
+}
+
+// diagnosticsPrefix starts the payload of a diagnostics-only change.
+const diagnosticsPrefix = `{"o":true`
+
+// encodeDiagnostics is the payload of a diagnostics-only change of st.
+func encodeDiagnostics(st services.ConnectionState) string {
+	p := statePayload{O: true, D: true, E: truncateRunes(st.LastError, payloadErrorRunes), ER: st.LastErrorReason,
+		ES: st.LastErrorStatus, EC: st.ErrorCode, EA: msOf(st.LastErrorAt)}
+	b, _ := json.Marshal(p)
 	return string(b)
 }
 

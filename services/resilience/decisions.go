@@ -87,10 +87,20 @@ func (p *publisher) publish(ctx context.Context, c services.Change) {
 	if ref == nil || ref.f == nil {
 		return
 	}
-	if err := ref.f.Publish(context.WithoutCancel(ctx), c); err != nil && p.log != nil {
+	if err := ref.f.Publish(context.WithValue(context.WithoutCancel(ctx), ownChange{}, true), c); err != nil && p.log != nil {
 		p.log.Warn("decision not published", "change", c.Kind, "key", c.Key, "version", c.Version, "err", err)
 	}
 }
+
+// ownChange marks the context of this process's own publications. The feed
+// hands them to the local subscribers synchronously, while the publisher
+// may hold the very locks those subscribers take (a lockout clear holds
+// every writer out); the mirror already holds what it published, so the
+// subscribers return at once (isOwn).
+type ownChange struct{}
+
+// isOwn reports whether ctx is that of this process's own publication.
+func isOwn(ctx context.Context) bool { return ctx.Value(ownChange{}) != nil }
 
 // UseFeed makes the engine's decisions fleet-wide: every decision is
 // published on feed, and the decisions other replicas publish are applied

@@ -286,6 +286,9 @@ func (l *Lockouts) UseFeed(feed services.ChangeFeed) {
 }
 
 func (l *Lockouts) onChange(ctx context.Context, ch services.Change) error {
+	if isOwn(ctx) {
+		return nil // what this mirror decided and holds already
+	}
 	switch ch.Key {
 	case "":
 		return l.Resync(ctx)
@@ -305,6 +308,9 @@ func (l *Lockouts) onChange(ctx context.Context, ch services.Change) error {
 	}
 	rec.Version = ch.Version
 	if l.notNewer(rec.LockKey, ch.Version) {
+		if !del && l.hiddenByTomb(rec.LockKey, ch.Version) {
+			return l.adoptStored(ctx, rec.LockKey)
+		}
 		return nil // in embedded mode: our own decision, handed back
 	}
 	l.writers.RLock()
@@ -328,6 +334,46 @@ func (l *Lockouts) onChange(ctx context.Context, ch services.Change) error {
 		return nil
 	}
 	l.put(rec)
+	return nil
+}
+
+// hiddenByTomb reports whether a record at version v is refused only
+// because this mirror saw key deleted at v or later: a late notification
+// of the deleted row, or a new row inserted by a replica that did not know
+// of the deletion (it lost the notification) at a version that is not
+// above it.
+func (l *Lockouts) hiddenByTomb(key LockKey, v int64) bool {
+	if r, ok := l.get(key); ok && r.Version >= v {
+		return false
+	}
+	return l.metaOf(key).tomb >= v
+}
+
+// adoptStored settles hiddenByTomb's ambiguity with the store: a stored
+// row is the live one, whatever its version, and replaces the tombstone.
+func (l *Lockouts) adoptStored(ctx context.Context, key LockKey) error {
+	rctx, cancel := decisionContext(ctx)
+	stored, found, err := l.store.LoadLockout(rctx, key)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("resilience: re-read lockout %s: %w", key, err)
+	}
+	if !found {
+		return nil // the late notification of a deleted row
+	}
+	l.writers.RLock()
+	defer l.writers.RUnlock()
+	mu := l.connMutex(key.Provider, key.ConnectionID)
+	mu.Lock()
+	defer mu.Unlock()
+	if l.metaOf(key).dirty {
+		return nil // a local decision waits for its reconcile, which merges the stored row
+	}
+	if r, ok := l.get(key); ok && r.Version >= stored.Version {
+		return nil
+	}
+	l.withMeta(key, func(m *lockMeta) { m.tomb = 0 })
+	l.put(stored)
 	return nil
 }
 
