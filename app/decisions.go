@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"switchyard/services/resilience"
@@ -19,6 +20,7 @@ const decisionFlushEvery = time.Second
 type decisionFlusher struct {
 	stop chan struct{}
 	done chan struct{}
+	once sync.Once
 }
 
 func startDecisionFlusher(e *resilience.Engine, every time.Duration, onErr func(error)) *decisionFlusher {
@@ -43,11 +45,12 @@ func startDecisionFlusher(e *resilience.Engine, every time.Duration, onErr func(
 	return f
 }
 
-// Close stops the loop and waits for a flush in progress.
+// Close stops the loop and waits for a flush in progress; a second Close
+// (a server closed twice) does nothing.
 func (f *decisionFlusher) Close() {
 	if f == nil {
 		return
 	}
-	close(f.stop)
+	f.once.Do(func() { close(f.stop) })
 	<-f.done
 }
