@@ -78,6 +78,7 @@ type Server struct {
 	pins        *affinity.Pins
 	leases      *leases.Leases
 	toolLimits  *gateway.ToolLimits
+	keyLimits   *traffic.KeyLimits
 	quota       *quota.Tracker
 	resilience  *resilience.Engine
 	status      *resilience.Monitor
@@ -180,10 +181,10 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 	})
 	s.logWriter = requestlog.New(s.logStore, s.log.With("component", "request-log"), requestlog.Options{})
 	s.logSink = logSink{s.logWriter}
-	if err := s.wireGateway(ctx, opts.Seed); err != nil {
+	if err := s.wireTraffic(ctx); err != nil {
 		return err
 	}
-	if err := s.wireTraffic(ctx); err != nil {
+	if err := s.wireGateway(ctx, opts.Seed); err != nil {
 		return err
 	}
 	s.wireFeed()

@@ -208,7 +208,7 @@ func (g *Gateway) serveFusion(w http.ResponseWriter, r *http.Request, req *Reque
 			return sum(rec)
 		}
 		relayCaptured(w, lastFail.mw)
-		rec.Status, rec.Outcome = lastFail.mw.status, "upstream_error"
+		rec.Status, rec.Outcome = lastFail.mw.status, OutcomeUpstreamError
 		if lastFail.rec != nil {
 			rec.ErrorCode = lastFail.rec.ErrorCode
 		}

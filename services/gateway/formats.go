@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -474,21 +473,6 @@ func (u *usage) counts() translate.Usage {
 }
 
 var _ = fmt.Sprintf
-
-type betaKey struct{}
-
-// withBeta carries the client's anthropic-beta header to the upstream send.
-func withBeta(ctx context.Context, beta string) context.Context {
-	if beta == "" {
-		return ctx
-	}
-	return context.WithValue(ctx, betaKey{}, beta)
-}
-
-func ctxBeta(ctx context.Context) string {
-	v, _ := ctx.Value(betaKey{}).(string)
-	return v
-}
 
 // warningText joins request warnings and translation losses for
 // X-Switchyard-Warning.

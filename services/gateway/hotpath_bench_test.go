@@ -143,12 +143,10 @@ func newBenchEnvAt(b testing.TB, n int, strategy, mix, baseURL string) *benchEnv
 	if err != nil {
 		b.Fatal(err)
 	}
-	g := New(clock, reg, nil, accounts.NewSelector(rand.New(rand.NewPCG(1, 2))), res, nil, nil)
 	state, err := routing.NewMemoryState(ctx, routing.StateOptions{Now: clock.Now})
 	if err != nil {
 		b.Fatal(err)
 	}
-	g.SetStrategies(routing.NewRegistry(rand.New(rand.NewPCG(3, 4)), state), state)
 	env.pins = affinity.NewPins(clock, func() time.Duration { return affinity.DefaultTTL }, benchPinStore{})
 	ls := leases.New(leases.NewMemStore(), clock)
 	if mix == "spec" && n > 1 {
@@ -158,7 +156,13 @@ func newBenchEnvAt(b testing.TB, n int, strategy, mix, baseURL string) *benchEnv
 			b.Fatal(err)
 		}
 	}
-	g.SetTraffic(&Traffic{Pins: env.pins, Leases: ls, Doc: func() *resilience.Document { return &doc }})
+	g, err := New(ctx, Deps{Clock: clock, Registry: reg, Upstream: NewUpstream(nil, "bench"),
+		Selector: accounts.NewSelector(rand.New(rand.NewPCG(1, 2))), Resilience: res,
+		Strategies: routing.NewRegistry(rand.New(rand.NewPCG(3, 4)), state), RouteState: state,
+		Traffic: &Traffic{Pins: env.pins, Leases: ls, Doc: func() *resilience.Document { return &doc }}})
+	if err != nil {
+		b.Fatal(err)
+	}
 	set := DefaultSettings()
 	set.FallbackStrategy = strategy
 	g.SetSettings(set)

@@ -129,6 +129,3 @@ func nativeUseful(format services.WireFormat, data []byte) (useful int, protecte
 	}
 	return useful, protected && useful == 0
 }
-
-// SetWatchdog installs the watchdog and early-retry settings source.
-func (g *Gateway) SetWatchdog(cfg func() (WatchdogConfig, int)) { g.watchdogCfg = cfg }

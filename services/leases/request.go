@@ -52,7 +52,7 @@ func (b Binding) Managed() bool { return b.ConnectionID != "" }
 // errUnavailable answers a lease-managed key when the process has no lease
 // service.
 func errUnavailable() *Error {
-	return newError("internal_error", http.StatusServiceUnavailable, "Leases are not available.")
+	return newError(services.CodeInternalError, "Leases are not available.")
 }
 
 // Bind applies the lease rules of an inference request: lease headers from
@@ -64,7 +64,7 @@ func errUnavailable() *Error {
 // to a free eligible allowed connection under the same generation; when
 // every other one is leased the request gets 429 LEASE_CAPACITY_UNAVAILABLE,
 // and when none can serve it stays where it is (routing then answers why).
-// A nil *Leases refuses lease-managed keys with 503. Errors are *Error,
+// A nil *Leases refuses lease-managed keys with internal_error. Errors are *Error,
 // except a store failure.
 func (s *Leases) Bind(ctx context.Context, key services.APIKey, h http.Header, t Target, p Placement) (Binding, error) {
 	if !key.HasScope(services.ScopeLeaseExclusive) {
@@ -88,14 +88,14 @@ func (s *Leases) Bind(ctx context.Context, key services.APIKey, h http.Header, t
 		return Binding{}, err
 	}
 	if t.Combo {
-		return Binding{}, newError(CodeUnsupportedRoute, http.StatusBadRequest, "A lease-managed key must name a provider/model, not a combo.")
+		return Binding{}, newError(CodeUnsupportedRoute, "A lease-managed key must name a provider/model, not a combo.")
 	}
 	l, err := s.Check(ctx, key, owner, gen)
 	if err != nil {
 		return Binding{}, err
 	}
 	if l.Provider != t.Provider {
-		return Binding{}, newError(CodeConnectionMismatch, http.StatusConflict, "The leased connection belongs to another provider than the requested model.")
+		return Binding{}, newError(CodeConnectionMismatch, "The leased connection belongs to another provider than the requested model.")
 	}
 	if p.LeaseBlocked(l.ConnectionID, t.Provider, t.Model) {
 		if cands := p.LeaseCandidates(key, t.Provider, t.Model); len(cands) > 0 {
@@ -118,11 +118,11 @@ func (s *Leases) Bind(ctx context.Context, key services.APIKey, h http.Header, t
 // otherwise Acquire among those that can.
 func (s *Leases) AcquireFor(ctx context.Context, key services.APIKey, owner string, t Target, ttl time.Duration, p Placement) (Lease, error) {
 	if t.Combo {
-		return Lease{}, newError(CodeUnsupportedRoute, http.StatusBadRequest, "A lease names a provider/model, not a combo.")
+		return Lease{}, newError(CodeUnsupportedRoute, "A lease names a provider/model, not a combo.")
 	}
 	cands := p.LeaseCandidates(key, t.Provider, t.Model)
 	if len(cands) == 0 {
-		return Lease{}, newError("no_executable_targets", http.StatusNotFound, "No allowed connection of this provider can serve the model now.")
+		return Lease{}, newError(services.CodeNoExecutableTargets, "No allowed connection of this provider can serve the model now.")
 	}
 	return s.Acquire(ctx, key, owner, t.Provider, cands, ttl)
 }

@@ -58,7 +58,7 @@ func TestBindRules(t *testing.T) {
 	_, err = s.Bind(ctx, managedKey("k0"), leaseHeader(owner(1), 1), direct, free)
 	wantErr(t, err, leases.CodeKeyConfigurationInvalid, 403)
 	_, err = (*leases.Leases)(nil).Bind(ctx, k, leaseHeader(owner(1), 1), direct, free)
-	wantErr(t, err, "internal_error", 503)
+	wantErr(t, err, services.CodeInternalError, 500)
 	_, err = s.Bind(ctx, k, leaseHeader("", 1), direct, free)
 	wantErr(t, err, leases.CodeContextRequired, 400)
 	_, err = s.Bind(ctx, k, leaseHeader(owner(1), 0), direct, free)
@@ -112,7 +112,7 @@ func TestAcquireFor(t *testing.T) {
 	_, err := s.AcquireFor(ctx, k, owner(1), leases.Target{Provider: "p", Model: "m", Combo: true}, 0, placement{})
 	wantErr(t, err, leases.CodeUnsupportedRoute, 400)
 	_, err = s.AcquireFor(ctx, k, owner(1), leases.Target{Provider: "p", Model: "m"}, 0, placement{cands: []string{"c3"}})
-	wantErr(t, err, "no_executable_targets", 404)
+	wantErr(t, err, services.CodeNoExecutableTargets, 404)
 	l := must(t)(s.AcquireFor(ctx, k, owner(1), leases.Target{Provider: "p", Model: "m"}, 0,
 		placement{blocked: map[string]bool{"c1": true}, cands: []string{"c1", "c2"}}))
 	if l.ConnectionID != "c2" || l.Generation != 1 {
