@@ -10,7 +10,6 @@ import (
 	"switchyard/services"
 	"switchyard/services/accounts"
 	"switchyard/services/resilience"
-	"switchyard/services/translate"
 )
 
 // The attempt loop of 30-routing §6 for one client request, in three files:
@@ -44,10 +43,8 @@ const (
 // given (fixed for its life) and what it accumulates. The loop's steps are
 // its methods.
 type attemptState struct {
-	// The request, fixed for its life.
+	// The request, fixed for its life (its context is out's request's).
 	g    *Gateway
-	ctx  context.Context
-	r    *http.Request
 	out  *clientWriter
 	req  *Request
 	set  *Settings
@@ -66,7 +63,6 @@ type attemptState struct {
 	lastTarget    string
 	waitMin       time.Duration // smallest remaining waitable blocker
 	bestToolLimit ToolLimit
-	warnings      []translate.Warning
 	onlyLocal     bool  // every failure so far was a local limit
 	localErr      error // the last local limiter error
 	log           *LogRecord
@@ -91,7 +87,7 @@ type attemptState struct {
 func (g *Gateway) newAttempt(w http.ResponseWriter, r *http.Request, req *Request) *attemptState {
 	set := g.current()
 	rec := newLogRecord(req)
-	st := &attemptState{g: g, ctx: r.Context(), r: r, req: req, snap: g.reg.Snapshot(),
+	st := &attemptState{g: g, req: req, snap: g.reg.Snapshot(),
 		excluded: map[string]bool{}, failedProv: map[string]bool{}, skipModel: map[string]bool{},
 		timers: map[string]bool{}, log: rec, onlyLocal: true, cfg: comboConfig(set, req.Route.Combo)}
 	if set.RequestDeadline > 0 {
@@ -114,6 +110,9 @@ func (g *Gateway) newAttempt(w http.ResponseWriter, r *http.Request, req *Reques
 	}
 	return st
 }
+
+// ctx is the client request's context.
+func (st *attemptState) ctx() context.Context { return st.out.r.Context() }
 
 // serve runs the attempt loop for one request and returns its finished log
 // record (recorded by the caller: fusion and pipeline members are parts of
@@ -359,7 +358,7 @@ func (st *attemptState) waitOut(d time.Duration) bool {
 			}
 		}()
 	}
-	err := st.g.clock.Wait(st.ctx, d)
+	err := st.g.clock.Wait(st.ctx(), d)
 	close(stop)
 	return err == nil && !out.gone()
 }

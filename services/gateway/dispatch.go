@@ -46,7 +46,6 @@ func (st *attemptState) dispatch(t *target, c *services.Connection, req *Request
 		return result{callerErr: err}
 	}
 	st.log.UpstreamFormat = string(t.provider.Format)
-	st.warnings = warns
 	st.attempts++
 	start, wallStart := g.clock.Now(), time.Now()
 	rt := g.reg.Runtime(c.ID)
@@ -62,7 +61,7 @@ func (st *attemptState) dispatch(t *target, c *services.Connection, req *Request
 		return res
 	}
 	defer adm.done()
-	actx, cancel := context.WithCancelCause(st.ctx)
+	actx, cancel := context.WithCancelCause(st.ctx())
 	defer cancel(nil)
 	// requestQueue.maxWaitMs bounds dispatch → response headers (BD 14).
 	var execTimer *time.Timer
@@ -76,7 +75,7 @@ func (st *attemptState) dispatch(t *target, c *services.Connection, req *Request
 		if g.quota != nil {
 			g.quota.Observe(c.ID, h, g.clock.Now())
 		}
-		g.learn(st.ctx, adm, status, h)
+		g.learn(st.ctx(), adm, status, h)
 	}
 	if len(warns) > 0 || len(req.Warnings) > 0 {
 		out.setWarning(warningText(req.Warnings, warns))
@@ -100,12 +99,12 @@ func (st *attemptState) dispatch(t *target, c *services.Connection, req *Request
 // request waited for them; false with the attempt's result when the
 // attempt ends here.
 func (st *attemptState) admitDispatch(t *target, c *services.Connection, req *Request) (*admission, result, bool) {
-	adm, err := st.g.admit(st.ctx, *t, c, req)
+	adm, err := st.g.admit(st.ctx(), *t, c, req)
 	if err != nil {
-		return nil, localLimit(st.ctx, err), false
+		return nil, localLimit(st.ctx(), err), false
 	}
 	if ls := st.g.traffic.Leases; req.LeaseConnID != "" && ls != nil {
-		if l, err := ls.Check(st.ctx, req.Key, req.LeaseOwner, req.LeaseGen); err != nil || l.ConnectionID != c.ID {
+		if l, err := ls.Check(st.ctx(), req.Key, req.LeaseOwner, req.LeaseGen); err != nil || l.ConnectionID != c.ID {
 			adm.done()
 			return nil, result{callerErr: &leaseFenceError{err: err}}, false
 		}

@@ -63,7 +63,7 @@ func (st *attemptState) walk(targets []target) outcome {
 				st.g.obs.Excluded(exclTargetSaturated)
 				continue
 			}
-			rel, failOpen, err := st.g.entrySlots.AcquireWith(st.ctx, key, n, entrySlotConfig(st.cfg))
+			rel, failOpen, err := st.g.entrySlots.AcquireWith(st.ctx(), key, n, entrySlotConfig(st.cfg))
 			if err != nil {
 				return finished // the client left while queued
 			}
@@ -93,7 +93,7 @@ func (st *attemptState) leftTarget(t *target, tr targetRun) {
 		return
 	}
 	g, reason := st.g, tr.lastReason
-	g.rememberSession(st.ctx, *t, st.req, false)
+	g.rememberSession(st.ctx(), *t, st.req, false)
 	if retryReason(reason) && !st.hasRetryable(*t) {
 		st.retryable = append(st.retryable, *t)
 	}
@@ -101,7 +101,7 @@ func (st *attemptState) leftTarget(t *target, tr targetRun) {
 		g.routeState.OnFailure(t.comboID, t.id)
 	}
 	if st.req.Route.Combo != nil {
-		g.res.FinalTargetFailure(st.ctx, t.provider.ID, t.provider.AuthClass, t.connID, reason,
+		g.res.FinalTargetFailure(st.ctx(), t.provider.ID, t.provider.AuthClass, t.connID, reason,
 			reason == resilience.ReasonServerError && t.provider.PerModelQuota && st.lastRes.status == 500)
 	}
 }
@@ -248,20 +248,20 @@ func (st *attemptState) settle(t *target, conn *services.Connection, adm resilie
 // limits, the combo strategy and the affinity pin.
 func (st *attemptState) served(t *target, conn *services.Connection, adm resilience.Admission, res result) {
 	g, req := st.g, st.req
-	g.res.Success(st.ctx, adm, conn.ID, t.model)
+	g.res.Success(st.ctx(), adm, conn.ID, t.model)
 	g.stats.Record(t.provider.ID, t.model, conn.ID, true, res.latency)
-	g.rememberSession(st.ctx, *t, req, true)
+	g.rememberSession(st.ctx(), *t, req, true)
 	if t.relay {
 		g.relayAfterSuccess(*t, conn, req, st.set)
 	}
-	g.storeError(StoreToolLimit, g.tools.Succeeded(st.ctx, t.provider.ID, t.model, req.ToolCount))
+	g.storeError(StoreToolLimit, g.tools.Succeeded(st.ctx(), t.provider.ID, t.model, req.ToolCount))
 	if t.comboID != "" {
 		g.routeState.OnSuccess(t.comboID, t.id, conn.ID)
 	}
 	g.obs.Attempt(t.provider.ID, obsSuccess)
 	g.obs.Served(conn.ID, g.clock.Now())
 	if pin := g.pinID(req, t.provider.ID); pin != "" {
-		g.storeError(StoreAffinityPin, g.traffic.Pins.Pin(context.WithoutCancel(st.ctx), pin, req.Key.ID, t.provider.ID, conn.ID))
+		g.storeError(StoreAffinityPin, g.traffic.Pins.Pin(context.WithoutCancel(st.ctx()), pin, req.Key.ID, t.provider.ID, conn.ID))
 	}
 }
 
@@ -331,10 +331,10 @@ func (st *attemptState) throughputAbort(t *target, conn *services.Connection, ad
 func (st *attemptState) recordFailure(t *target, conn *services.Connection, adm resilience.Admission, res result) *resilience.Outcome {
 	g, req, s := st.g, st.req, st.snap
 	f := failureOf(res, *t, conn, req.ToolCount, g.clock.Now())
-	outc := g.res.Failure(st.ctx, adm, refOf(conn), f, func() []resilience.ConnRef { return g.siblings(s, t.provider.ID) })
+	outc := g.res.Failure(st.ctx(), adm, refOf(conn), f, func() []resilience.ConnRef { return g.siblings(s, t.provider.ID) })
 	st.log.noteOutcome(outc)
 	if outc.Detail == resilience.DetailToolLimit {
-		g.storeError(StoreToolLimit, g.tools.Learn(st.ctx, t.provider.ID, t.model, outc.ToolLimit, req.ToolCount))
+		g.storeError(StoreToolLimit, g.tools.Learn(st.ctx(), t.provider.ID, t.model, outc.ToolLimit, req.ToolCount))
 	}
 	g.obs.Failure(t.provider.ID, string(outc.Reason))
 	st.last, st.lastRes = &outc, res
@@ -349,7 +349,7 @@ func (st *attemptState) recordFailure(t *target, conn *services.Connection, adm 
 		// The session leaves this connection: drop its pin (re-pinned on success).
 		if pin := g.pinID(req, t.provider.ID); pin != "" {
 			if id, ok := g.traffic.Pins.Lookup(pin); ok && id == conn.ID {
-				g.storeError(StoreAffinityPin, g.traffic.Pins.Drop(context.WithoutCancel(st.ctx), pin))
+				g.storeError(StoreAffinityPin, g.traffic.Pins.Drop(context.WithoutCancel(st.ctx()), pin))
 			}
 		}
 	} else {
