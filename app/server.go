@@ -338,6 +338,9 @@ func (s *Server) Resilience() *resilience.Engine { return s.resilience }
 // Slots returns the connection slots (tests, runtime pages).
 func (s *Server) Slots() *traffic.Slots { return s.slots }
 
+// KeyLimits returns the per-key limiter of client keys (tests).
+func (s *Server) KeyLimits() *traffic.KeyLimits { return s.keyLimits }
+
 // Queues returns the request queues of rate-limit protection (tests).
 func (s *Server) Queues() *traffic.Queues { return s.queues }
 
