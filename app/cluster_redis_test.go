@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"switchyard/internal/testkit"
+	"switchyard/internal/testkit/cluster"
 	"switchyard/internal/testkit/fakeupstream"
 )
 
@@ -241,5 +242,77 @@ func TestClusterRedisRestartUnderTraffic(t *testing.T) {
 	t.Logf("local fallback decisions during the outage, all replicas: %d", fallbacks)
 	if fallbacks == 0 {
 		t.Error("no decision was counted in switchyard_shared_state_fallback_total during the outage")
+	}
+}
+
+// rateRun sends perSecond chat requests per second for d through the
+// replicas in turn with key and counts what was admitted (200) and what the
+// key's own limit refused (429 rate_limit_exceeded); anything else fails t.
+func rateRun(t *testing.T, f *fleet, key string, perSecond int, d time.Duration) (admitted, refused int) {
+	t.Helper()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	tick := time.NewTicker(time.Second / time.Duration(perSecond))
+	defer tick.Stop()
+	n := int(d.Seconds()) * perSecond
+	for i := range n {
+		<-tick.C
+		wg.Go(func() {
+			r, err := cluster.NewClient(f.c.Replica(i%3).URL(), key).Do(context.Background(), "POST", "/v1/chat/completions",
+				`{"model":"fleet/m1","messages":[{"role":"user","content":"hi"}]}`)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				t.Errorf("request %d: %v", i, err)
+			case r.Status == 200:
+				admitted++
+			case r.Status == 429 && strings.Contains(string(r.Body), "rate_limit_exceeded"):
+				refused++
+			default:
+				t.Errorf("request %d: %d %s", i, r.Status, r.Body)
+			}
+		})
+	}
+	wg.Wait()
+	return admitted, refused
+}
+
+// rpmKey creates a client key limited to rpm requests per minute and waits
+// until every replica knows it (GET /v1/models takes no token).
+func rpmKey(t *testing.T, f *fleet, rpm int) string {
+	t.Helper()
+	m := f.manage[0].Must(t, "POST", "/api/keys", fmt.Sprintf(`{"name":"rpm","requestsPerMinute":%d}`, rpm), 201).JSON()
+	key := m["secret"].(string)
+	for i := range f.c.Replicas {
+		until(t, 5*time.Second, "the limited key on every replica", func() bool {
+			r, err := cluster.NewClient(f.c.Replica(i).URL(), key).Do(context.Background(), "GET", "/v1/models", "")
+			return err == nil && r.Status == 200
+		})
+	}
+	return key
+}
+
+// T4: a key with requestsPerMinute 120 under 9 requests per second spread
+// over three replicas for 20 s is admitted 120 (the burst) + 2 per second ×
+// 20 = 160 times, ± 5 %, for the whole fleet. The control fleet without
+// Redis counts per replica: at 27 requests per second each replica admits
+// about 160, three times as many, which shows the test bites (at 9 per
+// second the 180 requests sent would all pass the three per-replica
+// buckets, so the control needs the higher rate to show the factor).
+func TestClusterKeyRateLimitAcrossReplicas(t *testing.T) {
+	rs := testkit.StartRedisServer(t)
+	f, _ := startFleet(t, map[string]string{"SWITCHYARD_REDIS_URL": rs.URL()}, "fk-t4")
+	admitted, refused := rateRun(t, f, rpmKey(t, f, 120), 9, 20*time.Second)
+	t.Logf("with Redis: %d admitted, %d refused of %d (want 160 ± 5 %%)", admitted, refused, admitted+refused)
+	if admitted < 152 || admitted > 168 {
+		t.Errorf("with Redis the fleet admitted %d, want 160 ± 5 %% (152–168)", admitted)
+	}
+
+	control, _ := startFleet(t, nil, "fk-t4c")
+	cAdmitted, cRefused := rateRun(t, control, rpmKey(t, control, 120), 27, 20*time.Second)
+	t.Logf("control without Redis: %d admitted, %d refused of %d (per replica: about 3 × 160)", cAdmitted, cRefused, cAdmitted+cRefused)
+	if cAdmitted < 2*160 {
+		t.Errorf("without Redis the fleet admitted only %d: the control does not show the per-replica count", cAdmitted)
 	}
 }
