@@ -52,7 +52,7 @@ func (s *Server) wireFeed() {
 	// else once idle: it cannot authenticate any more).
 	s.feed.Subscribe(services.ChangeKey, func(_ context.Context, c services.Change) error {
 		if c.Payload == services.ChangeDeleted && c.Key != "" {
-			s.keyLimits.Forget(c.Key)
+			s.keyLimiter.Forget(c.Key)
 		}
 		return nil
 	})

@@ -83,7 +83,7 @@ func (s *Server) wireGateway(ctx context.Context, seed uint64) error {
 				Window: time.Duration(w.WindowMs) * time.Millisecond, MinUsefulBytesPerSecond: w.MinUsefulBytesPerSecond,
 				MinUsefulBytes: w.MinUsefulBytes}, sr.EarlyRetryMax
 		},
-		KeyLimits: s.keyLimits, KeyUsage: s.keys,
+		KeyLimits: s.keyLimiter, KeyUsage: s.keys,
 	})
 	return err
 }

@@ -78,7 +78,8 @@ type Server struct {
 	pins        *affinity.Pins
 	leases      *leases.Leases
 	toolLimits  *gateway.ToolLimits
-	keyLimits   *traffic.KeyLimits
+	keyLimits   *traffic.KeyLimits // this replica's per-key state
+	keyLimiter  traffic.KeyLimiter // what admits: keyLimits, or the fleet-wide one over it
 	quota       *quota.Tracker
 	resilience  *resilience.Engine
 	status      *resilience.Monitor

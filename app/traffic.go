@@ -31,6 +31,12 @@ func (s *Server) wireTraffic(ctx context.Context) error {
 		return err
 	}
 	s.keyLimits = traffic.NewKeyLimits(s.clock)
+	s.keyLimiter = s.keyLimits
+	if s.redis != nil {
+		// Per-key limits for the whole fleet; the local limiter answers
+		// while Redis cannot.
+		s.keyLimiter = s.redis.keyLimiter(s.keyLimits)
+	}
 	var pinStore affinity.Store = models.NewAffinityStore(s.db)
 	if s.shared != nil {
 		// A fleet writes pins off the request goroutine and shares them.
@@ -57,7 +63,7 @@ func (s *Server) wireTraffic(ctx context.Context) error {
 		if _, err := s.leases.InvalidateKey(ctx, keyID, leases.ReasonManagedKeyRevoked); err != nil {
 			s.log.Error("invalidate leases of a revoked key", "key", keyID, "err", err)
 		}
-		s.keyLimits.Forget(keyID)
+		s.keyLimiter.Forget(keyID)
 	})
 	// The stored state of a deleted connection is deleted here, once, by
 	// the writer; memory-only state goes through the feed (wireFeed). The
