@@ -34,7 +34,7 @@ type redisState struct {
 }
 
 func newRedisState(s *Server) (*redisState, error) {
-	client, err := redisstate.New(s.cfg.RedisURL, redisstate.Options{})
+	client, err := redisstate.New(s.cfg.RedisURL, redisstate.Options{CallTimeout: time.Duration(s.cfg.RedisTimeoutMs) * time.Millisecond})
 	if err != nil {
 		return nil, fmt.Errorf("SWITCHYARD_REDIS_URL: %w", err)
 	}
