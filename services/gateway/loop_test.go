@@ -41,15 +41,6 @@ func (s *loopSource) ListConnections(context.Context) ([]services.Connection, er
 }
 func (s *loopSource) ListCombos(context.Context) ([]services.Combo, error) { return nil, nil }
 
-type nopBreakerStore struct{}
-
-func (nopBreakerStore) LoadBreakers(context.Context) ([]resilience.BreakerSnapshot, error) {
-	return nil, nil
-}
-func (nopBreakerStore) SaveBreaker(context.Context, resilience.BreakerSnapshot) error { return nil }
-func (nopBreakerStore) DeleteBreaker(context.Context, string) error                   { return nil }
-func (nopBreakerStore) DeleteAllBreakers(context.Context) error                       { return nil }
-
 // recordSink keeps the gateway's log records.
 type recordSink struct {
 	mu   sync.Mutex
@@ -144,7 +135,7 @@ func newLoopEnv(t *testing.T, creds ...string) *loopEnv {
 	}
 	e.conns = src.conns
 	cur := func() *resilience.Document { return e.doc }
-	breakers := resilience.NewBreakers(e.clock, func() resilience.BreakerConfig { return cur().Breaker() }, nopBreakerStore{}, nil)
+	breakers := resilience.NewBreakers(e.clock, func() resilience.BreakerConfig { return cur().Breaker() }, resilience.NewMemoryBreakerStore(), nil)
 	cooldowns := resilience.NewCooldowns(e.clock, func() resilience.CooldownConfig { return cur().Cooldown() }, nil, nil)
 	lockouts := resilience.NewLockouts(e.clock, func() resilience.LockoutConfig { return cur().Lockout() }, nil, resilience.NewMemoryLockoutStore(), nil)
 	gate := resilience.NewWindowGate(e.clock, func() resilience.WindowGateConfig { return cur().WindowGate() })
