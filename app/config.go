@@ -95,6 +95,12 @@ type Config struct {
 	// concurrency grant lives in Redis without renewal, so a crashed
 	// replica's grants lapse within it. Default 30000; range 2000–300000.
 	RedisGrantTTLMs int64
+	// RedisTimeoutMs is SWITCHYARD_REDIS_TIMEOUT_MS: the bound of one Redis
+	// call on the request path (default 50 ms). Past it the decision is
+	// taken locally; three in a row open the client breaker. Raise it for a
+	// Redis across a slow network, never so far that a waiting client
+	// notices.
+	RedisTimeoutMs int64
 	// ReplicaID names this process in the health report and logs of a
 	// shared deployment (SWITCHYARD_REPLICA_ID; default host-pid).
 	ReplicaID string
@@ -204,6 +210,15 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 	cfg.Upstream.MaxEventBytes = int(event)
 	sizeKnob(knobs[5], 1<<20, 1<<30, &cfg.Upstream.MaxBodyBytes)
 	sizeKnob(knobs[6], 1<<20, 16<<30, &cfg.Upstream.BudgetBytes)
+	cfg.RedisTimeoutMs = 50
+	if v := getenv("SWITCHYARD_REDIS_TIMEOUT_MS"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 5 || n > 5000 {
+			problems = append(problems, fmt.Errorf("SWITCHYARD_REDIS_TIMEOUT_MS: %q is not a number of milliseconds from 5 to 5000", v))
+		} else {
+			cfg.RedisTimeoutMs = n
+		}
+	}
 	cfg.LogRetentionDays = 7
 	if v := getenv("SWITCHYARD_LOG_RETENTION_DAYS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -239,9 +254,9 @@ func (c *Config) validate() error {
 	}
 	if c.AdminPassword != "" {
 		if n := utf8.RuneCountInString(c.AdminPassword); n < services.PasswordMinLen {
-			problems = append(problems, errors.New("SWITCHYARD_ADMIN_PASSWORD: "+services.MsgPasswordShort))
+			problems = append(problems, fmt.Errorf("SWITCHYARD_ADMIN_PASSWORD: %s", services.MsgPasswordShort))
 		} else if n > services.PasswordMaxLen {
-			problems = append(problems, errors.New("SWITCHYARD_ADMIN_PASSWORD: "+services.MsgPasswordLong))
+			problems = append(problems, fmt.Errorf("SWITCHYARD_ADMIN_PASSWORD: %s", services.MsgPasswordLong))
 		}
 	}
 	if c.PprofAddr != "" {

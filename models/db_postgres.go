@@ -118,6 +118,10 @@ func pgRetryable(err error) bool {
 	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
 }
 
+// Nothing retries a PostgreSQL transaction yet; pgRetryable is the rule the
+// retry will use, kept next to pgUnavailable so both stay in one place.
+var _ = pgRetryable
+
 // PostgresText is what a PostgreSQL TEXT column keeps of s. PostgreSQL
 // refuses a NUL byte and invalid UTF-8 in text (SQLite stores any bytes), so
 // text that comes from clients or upstreams — model names, request ids,

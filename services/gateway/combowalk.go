@@ -82,7 +82,7 @@ func (g *Gateway) expandFor(s *Snapshot, r Route, req *Request, set *Settings, s
 		case "cache-optimized":
 			rq.CacheKey = routing.CacheAffinityKey(promptCacheKey(req), req.SessionKey, cachePrefix(req), cfg.CacheMinPrefixBytes)
 		case "cost-optimized", "context-optimized":
-			rq.Prices, rq.Context = g.priceOf(), modelContext
+			rq.Prices, rq.Context = g.prices, modelContext
 			rq.PromptTokens = routing.EstimateTokens(promptBytes(req))
 			rq.MaxOutputTokens = maxOutputTokens(req)
 		case "quota-share":
@@ -175,9 +175,6 @@ func (g *Gateway) comboEntries(s *Snapshot, c *services.Combo, req *Request, can
 
 // terminal reports a banned, expired or credits-exhausted connection.
 func (g *Gateway) terminal(connID string) bool {
-	if g.res == nil {
-		return false
-	}
 	term, _ := g.res.Cooldowns.Flags(connID)
 	return term != ""
 }
@@ -186,9 +183,6 @@ func (g *Gateway) terminal(connID string) bool {
 // §5): the provider's breaker is not open and some enabled connection (the
 // pinned one when given) is not blocked by a cooldown, lockout or quota gate.
 func (g *Gateway) entryAvailable(s *Snapshot, provider, connID, model string, req *Request) bool {
-	if g.res == nil {
-		return true
-	}
 	if g.res.Breakers.Status(provider).State == resilience.BreakerOpen {
 		return false
 	}
@@ -232,8 +226,8 @@ func (g *Gateway) preferSession(c *services.Combo, strategy string, cfg ComboCon
 // combo), "" when the request has no explicit session, is lease-managed, or
 // session affinity is off (sessionAffinity.ttlMs = 0).
 func (g *Gateway) sessionPin(c *services.Combo, req *Request) string {
-	if req.LeaseConnID != "" || !explicitSession(req.SessionKey) || g.traffic == nil || g.traffic.Pins == nil ||
-		g.traffic.Doc == nil || g.traffic.Doc().SessionAffinity.TTLMs <= 0 {
+	if req.LeaseConnID != "" || !explicitSession(req.SessionKey) || g.traffic.Pins == nil ||
+		g.traffic.Doc().SessionAffinity.TTLMs <= 0 {
 		return ""
 	}
 	return affinity.PinID(req.Key.ID, prefPinPrefix+c.ID, req.SessionKey)
@@ -322,26 +316,19 @@ func entrySlotConfig(cfg ComboConfig) traffic.SlotConfig {
 	return traffic.SlotConfig{Enabled: true, QueueDepth: cfg.QueueDepth, SlotWaitMs: cfg.QueueTimeout.Milliseconds(), FailOpen: true}
 }
 
-// SetPrices makes cost-aware routing read the price table with the admin's
-// overrides instead of the built-in list prices alone.
-func (g *Gateway) SetPrices(p *services.Prices) {
-	f := func(provider, model string) (routing.Price, bool) {
+// priceLookup reads the price table with the admin's overrides, or the
+// built-in list prices alone when there is none.
+func priceLookup(p *services.Prices) func(provider, model string) (routing.Price, bool) {
+	if p == nil {
+		return modelPrice
+	}
+	return func(provider, model string) (routing.Price, bool) {
 		m, _, ok := p.Lookup(provider, model)
 		if !ok || (m.InputPerMTok == 0 && m.OutputPerMTok == 0) {
 			return routing.Price{}, false
 		}
 		return routing.Price{InputPerMTok: m.InputPerMTok, OutputPerMTok: m.OutputPerMTok}, true
 	}
-	g.prices.Store(&f)
-}
-
-// priceOf is the price lookup of cost-aware routing (30-routing §8.2),
-// built once by SetPrices, so a request takes no closure of its own.
-func (g *Gateway) priceOf() func(provider, model string) (routing.Price, bool) {
-	if f := g.prices.Load(); f != nil {
-		return *f
-	}
-	return modelPrice
 }
 
 // modelPrice and modelContext read the built-in model table (§8.2).
@@ -422,7 +409,7 @@ func (g *Gateway) quotaSignals(rq *routing.Request, s *Snapshot, c *services.Com
 	if name != "auto" {
 		return
 	}
-	rq.Prices, rq.Context = g.priceOf(), modelContext
+	rq.Prices, rq.Context = g.prices, modelContext
 	if req.Header != nil {
 		rq.Mode = req.Header.Get("X-Switchyard-Mode")
 		if _, ok := routing.ModePackForHeader(rq.Mode); rq.Mode != "" && !ok && !slices.Contains(req.Warnings, "mode_ignored") {
@@ -445,10 +432,8 @@ func (g *Gateway) quotaSignals(rq *routing.Request, s *Snapshot, c *services.Com
 		}
 	}
 	rq.Signals = func(e routing.Entry) routing.CandidateSignals {
-		sig := routing.CandidateSignals{ProviderConnections: avail[e.Provider]}
-		if g.res != nil {
-			sig.Breaker = routing.BreakerState(g.res.Breakers.Status(e.Provider).State)
-		}
+		sig := routing.CandidateSignals{ProviderConnections: avail[e.Provider],
+			Breaker: routing.BreakerState(g.res.Breakers.Status(e.Provider).State)}
 		if e.ConnectionID != "" {
 			if cn, ok := s.Connection(e.ConnectionID); ok {
 				sig.Tier = cn.Tier
