@@ -84,7 +84,12 @@ type Server struct {
 	handler     http.Handler
 	startedAt   time.Time
 
-	health     healthCache
+	health healthCache
+	// ready is set once the snapshot every request reads (connections,
+	// combos, keys, settings) is loaded: from then on the replica can serve
+	// /v1 from memory whatever the database does (the readiness the health
+	// endpoint reports in shared mode).
+	ready      atomic.Bool
 	listenAddr atomic.Value // string
 	loopback   atomic.Bool
 	demo       *demoEnv
@@ -210,6 +215,7 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 		s.redis.start()
 	}
 	s.learned = startLearnedPersister(s.queues, learnedPersistTick, func(err error) { s.metrics.StoreError("learned_rate_limits", err) })
+	s.ready.Store(true)
 	return nil
 }
 
@@ -283,7 +289,18 @@ func (s *Server) Close() error {
 
 // healthz is the public liveness probe: {"status":"ok"}, or 503 when the
 // database does not answer. It reveals nothing else.
+//
+// In shared mode a database outage is not a reason to restart a replica
+// (a restart could not even start until the database is back, and would
+// throw away the mirrors /v1 is served from), so there it answers 200 while
+// the process serves: {"status":"ok"}, or {"status":"degraded"} while the
+// database is unreachable. Readiness is GET /api/monitoring/health.
 func (s *Server) healthz(c echo.Context) error {
+	if s.cfg.Shared() {
+		c.Response().Header().Set("Cache-Control", "no-store")
+		r := s.HealthReport(c.Request().Context())
+		return c.JSON(http.StatusOK, r.Public())
+	}
 	sqlDB, err := s.db.DB()
 	if err == nil {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)

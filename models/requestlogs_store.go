@@ -143,7 +143,7 @@ func (s *RequestLogStore) writeGORM(ctx context.Context, entries []services.Requ
 			postgresRow(&rows[i])
 		}
 	}
-	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	return runTx(ctx, s.db, func(tx *gorm.DB) error {
 		return tx.Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(&rows, fallbackBatchRows).Error
 	})
 }
@@ -247,7 +247,7 @@ func (s *RequestLogStore) purgePostgres(ctx context.Context, cut int64) (int64, 
 	var total int64
 	for {
 		var n int64
-		err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		err := runTx(ctx, s.db, func(tx *gorm.DB) error {
 			var mine bool
 			if err := tx.Raw(`SELECT pg_try_advisory_xact_lock(hashtext('request_log_purge'))`).Scan(&mine).Error; err != nil || !mine {
 				return err
