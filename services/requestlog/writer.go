@@ -7,6 +7,7 @@ package requestlog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -60,6 +61,10 @@ type Stats struct {
 	Written int64
 	// FailedBatches counts batches the sink refused (their entries are lost).
 	FailedBatches int64
+	// Held is how many entries wait for a store that was unavailable (part
+	// of QueueDepth); HeldBatches counts the batch writes postponed so.
+	Held        int64
+	HeldBatches int64
 }
 
 // Writer batches request log entries to a sink. It is safe for concurrent use.
@@ -82,6 +87,14 @@ type Writer struct {
 	batches       atomic.Int64
 	written       atomic.Int64
 	failedBatches atomic.Int64
+	heldBatches   atomic.Int64
+	heldCount     atomic.Int64
+
+	// held are entries whose write found the store unavailable (a shared
+	// database restarting, SQLite busy): they stay queued, within Capacity,
+	// and go first at the next flush, so an outage of the store costs no log
+	// rows until the queue is full. Only run touches it.
+	held []services.RequestLogEntry
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -173,6 +186,8 @@ func (w *Writer) Stats() Stats {
 		Batches:       w.batches.Load(),
 		Written:       w.written.Load(),
 		FailedBatches: w.failedBatches.Load(),
+		Held:          w.heldCount.Load(),
+		HeldBatches:   w.heldBatches.Load(),
 	}
 }
 
@@ -211,10 +226,29 @@ func (w *Writer) take(batch []services.RequestLogEntry, fullOnly bool) []service
 	return batch
 }
 
-// flushAll writes batch in BatchSize pieces and returns it emptied for reuse.
+// flushAll writes the held entries and then batch in BatchSize pieces and
+// returns batch emptied for reuse. A piece the store could not take now
+// (unavailable) is held with everything after it, in order.
 func (w *Writer) flushAll(batch []services.RequestLogEntry) []services.RequestLogEntry {
-	for i := 0; i < len(batch); i += w.opts.BatchSize {
-		w.flush(batch[i:min(i+w.opts.BatchSize, len(batch))])
+	work := batch
+	if len(w.held) > 0 {
+		work = append(w.held, batch...)
+		w.held = nil
+	}
+	for i := 0; i < len(work); i += w.opts.BatchSize {
+		if !w.flush(work[i:min(i+w.opts.BatchSize, len(work))]) {
+			w.held = append([]services.RequestLogEntry(nil), work[i:]...)
+			break
+		}
+	}
+	if n := int64(len(w.held)); n != w.heldCount.Load() {
+		switch {
+		case n > 0 && w.heldCount.Load() == 0:
+			w.log.Warn("request log: the store is unavailable; entries are held and retried each interval", "entries", n)
+		case n == 0:
+			w.log.Info("request log: the store answers again; held entries written")
+		}
+		w.heldCount.Store(n)
 	}
 	clear(batch)
 	return batch[:0]
@@ -240,16 +274,22 @@ func (w *Writer) drain(batch []services.RequestLogEntry) {
 }
 
 // flush hands batch to the sink. Once Close has given up (writeCtx
-// cancelled) it counts the entries as dropped instead.
-func (w *Writer) flush(batch []services.RequestLogEntry) {
+// cancelled) it counts the entries as dropped instead. It returns false when
+// the store was unavailable and the entries stay queued for the next flush
+// (never while closing: then they count as a failed batch).
+func (w *Writer) flush(batch []services.RequestLogEntry) bool {
 	if len(batch) == 0 {
-		return
+		return true
 	}
 	n := int64(len(batch))
 	if w.writeCtx.Err() != nil {
 		w.abandoned += n
 		w.dropped.Add(n)
 	} else if err := w.write(batch); err != nil {
+		if errors.Is(err, services.ErrUnavailable) && !w.closed.Load() {
+			w.heldBatches.Add(1)
+			return false
+		}
 		w.failedBatches.Add(1)
 		// Only the count and the error: entries may carry captured bodies.
 		w.log.Error("request log batch write failed", "entries", n, "err", err)
@@ -258,6 +298,7 @@ func (w *Writer) flush(batch []services.RequestLogEntry) {
 		w.written.Add(n)
 	}
 	w.queued.Add(-n)
+	return true
 }
 
 // write calls the sink, turning a panic into an error so one bad batch cannot
