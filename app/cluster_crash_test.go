@@ -302,3 +302,77 @@ func mirrorOf(t *testing.T, c *cluster.Client, k3 string) mirrorView {
 	}
 	return v
 }
+
+// T6, the slots (with Redis): a replica SIGKILLed while it holds both
+// max_concurrent slots of a connection leaves grants that lapse within the
+// grant TTL — B and C are served again once they do, never more than 2 in
+// flight upstream before, during or after.
+func TestClusterSIGKILLFreesSlotGrantsWithinTTL(t *testing.T) {
+	rs := testkit.StartRedisServer(t)
+	const ttl = 2 * time.Second
+	f, conns := startFleet(t, map[string]string{"SWITCHYARD_REDIS_URL": rs.URL(), "SWITCHYARD_REDIS_GRANT_TTL_MS": "2000"}, "fk-t6s")
+	f.manage[0].Must(t, "PATCH", "/api/connections/"+conns["fk-t6s"], `{"maxConcurrent":2}`, 200)
+	f.manage[0].Must(t, "PATCH", "/api/resilience", `{"connectionConcurrency":{"failOpen":false,"queueDepth":40}}`, 200)
+	for i := range f.c.Replicas {
+		until(t, 5*time.Second, "settings on every replica", func() bool {
+			r, _ := f.manage[i].Do(context.Background(), "GET", "/api/resilience", "")
+			return r.Status == 200 && strings.Contains(string(r.Body), `"failOpen":false`)
+		})
+	}
+	// A's two streams hold both slots for 20 s unless A dies.
+	f.fu.Script("fk-t6s", fakeupstream.Step{Events: 200, EventGap: 100 * time.Millisecond})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() { _, _ = clusterStream(f, f.c.Replica(0).URL()) })
+	}
+	until(t, 10*time.Second, "A's two streams upstream", func() bool {
+		n := 0
+		for _, h := range f.fu.HitsFor("fk-t6s") {
+			if h.TEnd.IsZero() {
+				n++
+			}
+		}
+		return n == 2
+	})
+	f.fu.Script("fk-t6s", fakeupstream.Step{Delay: 50 * time.Millisecond})
+	a := f.c.Replica(0)
+	a.Kill()
+	killed := a.Killed
+	wg.Wait()
+
+	// B and C: served once A's grants lapse (their requests wait in the
+	// fleet-wide queue or are refused busy until then).
+	var first time.Time
+	statuses := map[int]int{}
+	var mu sync.Mutex
+	for i := range 8 {
+		wg.Go(func() {
+			r := f.chat(t, f.c.Replica(1+i%2).URL(), "fleet/m1")
+			mu.Lock()
+			statuses[r.Status]++
+			mu.Unlock()
+			if r.Status != 200 && !strings.Contains(string(r.Body), "CONNECTION_SLOTS_BUSY") {
+				t.Errorf("request %d after A's death: %d %s", i, r.Status, r.Body)
+			}
+		})
+	}
+	wg.Wait()
+	hits := f.fu.HitsFor("fk-t6s")
+	for _, h := range hits[2:] {
+		if first.IsZero() || h.TStart.Before(first) {
+			first = h.TStart
+		}
+	}
+	got := overlap(hits, 5*time.Millisecond)
+	t.Logf("after A's SIGKILL holding both slots: statuses via B and C %v, first served %v after the kill (grant TTL %v), max in flight upstream %d",
+		statuses, first.Sub(killed), ttl, got)
+	if statuses[200] == 0 {
+		t.Fatalf("nothing served via B and C after A's death: %v", statuses)
+	}
+	if lag := first.Sub(killed); lag > ttl+2*time.Second {
+		t.Errorf("A's grants held the slots %v after its death, want within the grant TTL %v (+ 2 s for renew ticks and queue polls)", lag, ttl)
+	}
+	if got > 2 {
+		t.Errorf("the upstream saw %d requests at once, maxConcurrent 2", got)
+	}
+}
