@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/labstack/echo/v4"
-
 	"switchyard/internal/testkit"
 	"switchyard/internal/testkit/cluster"
 	"switchyard/internal/testkit/fakeupstream"
@@ -130,7 +128,7 @@ func TestSharedDatabaseOutageServesV1AndRefusesAdminWrites(t *testing.T) {
 	}
 	// Every dashboard write, with a session: the session check itself needs
 	// the database, so each answers 503 (never 500, never admitted).
-	e := a.Server.Handler().(*echo.Echo)
+	e := a.Server.Echo()
 	for _, r := range e.Routes() {
 		if r.Method == "GET" || r.Method == "HEAD" || r.Method == "echo_route_not_found" || r.Method == "OPTIONS" || r.Method == "CONNECT" || r.Method == "TRACE" ||
 			strings.HasPrefix(r.Path, "/api") || strings.HasPrefix(r.Path, "/v1") || !strings.HasPrefix(r.Path, "/") ||
