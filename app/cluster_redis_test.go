@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"switchyard/internal/testkit"
+	"switchyard/internal/testkit/cluster"
 	"switchyard/internal/testkit/fakeupstream"
 )
 
@@ -55,7 +56,11 @@ func overlap(hits []fakeupstream.Hit, skew time.Duration) int {
 // the grant TTL keeps its grant.
 func TestClusterMaxConcurrentAcrossReplicas(t *testing.T) {
 	rs := testkit.StartRedisServer(t)
-	f, conns := startFleet(t, map[string]string{"SWITCHYARD_REDIS_URL": rs.URL(), "SWITCHYARD_REDIS_GRANT_TTL_MS": "2000"}, "fk-t5")
+	// A loaded test host can stall a replica past the 50 ms call bound; the
+	// decision would then be local (per replica, by design: Redis is never
+	// fatal) and the overlap would show the fallback, not the shared gate.
+	f, conns := startFleet(t, map[string]string{"SWITCHYARD_REDIS_URL": rs.URL(), "SWITCHYARD_REDIS_GRANT_TTL_MS": "2000",
+		"SWITCHYARD_REDIS_TIMEOUT_MS": "1000"}, "fk-t5")
 	f.manage[0].Must(t, "PATCH", "/api/connections/"+conns["fk-t5"], `{"maxConcurrent":2}`, 200)
 	f.manage[0].Must(t, "PATCH", "/api/resilience", `{"connectionConcurrency":{"failOpen":false,"queueDepth":40}}`, 200)
 	for i := range f.c.Replicas {
@@ -83,7 +88,7 @@ func TestClusterMaxConcurrentAcrossReplicas(t *testing.T) {
 	got := overlap(f.fu.HitsFor("fk-t5"), 5*time.Millisecond)
 	t.Logf("30 concurrent requests over three replicas: statuses %v, max in flight upstream %d", statuses, got)
 	if got > 2 {
-		t.Fatalf("the upstream saw %d requests at once, maxConcurrent 2", got)
+		t.Fatalf("the upstream saw %d requests at once, maxConcurrent 2 (local fallback decisions: %d)", got, fallbackTotal(t, f))
 	}
 
 	// Streams of 3 s with a 2 s grant TTL: renewal keeps the slot.
@@ -101,7 +106,7 @@ func TestClusterMaxConcurrentAcrossReplicas(t *testing.T) {
 	got = overlap(f.fu.HitsFor("fk-t5"), 5*time.Millisecond)
 	t.Logf("6 streams of 3 s over three replicas with a 2 s grant TTL: max in flight upstream %d", got)
 	if got > 2 {
-		t.Fatalf("the upstream saw %d streams at once past the grant TTL, maxConcurrent 2", got)
+		t.Fatalf("the upstream saw %d streams at once past the grant TTL, maxConcurrent 2 (local fallback decisions: %d)", got, fallbackTotal(t, f))
 	}
 }
 
@@ -227,19 +232,99 @@ func TestClusterRedisRestartUnderTraffic(t *testing.T) {
 	if upAfter > 5*time.Second {
 		t.Errorf("health said up %v after the restart, want ≤ 2 s (5 s on a loaded host)", upAfter)
 	}
-	fallbacks := 0
+	fallbacks := fallbackTotal(t, f)
+	t.Logf("local fallback decisions during the outage, all replicas: %d", fallbacks)
+	if fallbacks == 0 {
+		t.Error("no decision was counted in switchyard_shared_state_fallback_total during the outage")
+	}
+}
+
+// rateRun sends perSecond chat requests per second for d through the
+// replicas in turn with key and counts what was admitted (200) and what the
+// key's own limit refused (429 rate_limit_exceeded); anything else fails t.
+func rateRun(t *testing.T, f *fleet, key string, perSecond int, d time.Duration) (admitted, refused int) {
+	t.Helper()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	tick := time.NewTicker(time.Second / time.Duration(perSecond))
+	defer tick.Stop()
+	n := int(d.Seconds()) * perSecond
+	for i := range n {
+		<-tick.C
+		wg.Go(func() {
+			r, err := cluster.NewClient(f.c.Replica(i%3).URL(), key).Do(context.Background(), "POST", "/v1/chat/completions",
+				`{"model":"fleet/m1","messages":[{"role":"user","content":"hi"}]}`)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				t.Errorf("request %d: %v", i, err)
+			case r.Status == 200:
+				admitted++
+			case r.Status == 429 && strings.Contains(string(r.Body), "rate_limit_exceeded"):
+				refused++
+			default:
+				t.Errorf("request %d: %d %s", i, r.Status, r.Body)
+			}
+		})
+	}
+	wg.Wait()
+	return admitted, refused
+}
+
+// rpmKey creates a client key limited to rpm requests per minute and waits
+// until every replica knows it (GET /v1/models takes no token).
+func rpmKey(t *testing.T, f *fleet, rpm int) string {
+	t.Helper()
+	m := f.manage[0].Must(t, "POST", "/api/keys", fmt.Sprintf(`{"name":"rpm","requestsPerMinute":%d}`, rpm), 201).JSON()
+	key := m["secret"].(string)
+	for i := range f.c.Replicas {
+		until(t, 5*time.Second, "the limited key on every replica", func() bool {
+			r, err := cluster.NewClient(f.c.Replica(i).URL(), key).Do(context.Background(), "GET", "/v1/models", "")
+			return err == nil && r.Status == 200
+		})
+	}
+	return key
+}
+
+// T4: a key with requestsPerMinute 120 under 9 requests per second spread
+// over three replicas for 20 s is admitted 120 (the burst) + 2 per second ×
+// 20 = 160 times, ± 5 %, for the whole fleet. The control fleet without
+// Redis counts per replica: at 27 requests per second each replica admits
+// about 160, three times as many, which shows the test bites (at 9 per
+// second the 180 requests sent would all pass the three per-replica
+// buckets, so the control needs the higher rate to show the factor).
+func TestClusterKeyRateLimitAcrossReplicas(t *testing.T) {
+	rs := testkit.StartRedisServer(t)
+	f, _ := startFleet(t, map[string]string{"SWITCHYARD_REDIS_URL": rs.URL(), "SWITCHYARD_REDIS_TIMEOUT_MS": "1000"}, "fk-t4")
+	admitted, refused := rateRun(t, f, rpmKey(t, f, 120), 9, 20*time.Second)
+	t.Logf("with Redis: %d admitted, %d refused of %d (want 160 ± 5 %%)", admitted, refused, admitted+refused)
+	if admitted < 152 || admitted > 168 {
+		t.Errorf("with Redis the fleet admitted %d, want 160 ± 5 %% (152–168)", admitted)
+	}
+
+	control, _ := startFleet(t, nil, "fk-t4c")
+	cAdmitted, cRefused := rateRun(t, control, rpmKey(t, control, 120), 27, 20*time.Second)
+	t.Logf("control without Redis: %d admitted, %d refused of %d (per replica: about 3 × 160)", cAdmitted, cRefused, cAdmitted+cRefused)
+	if cAdmitted < 2*160 {
+		t.Errorf("without Redis the fleet admitted only %d: the control does not show the per-replica count", cAdmitted)
+	}
+}
+
+// fallbackTotal sums switchyard_shared_state_fallback_total over every
+// replica: the decisions taken locally because Redis did not answer.
+func fallbackTotal(t *testing.T, f *fleet) int {
+	t.Helper()
+	total := 0
 	for i := range f.c.Replicas {
 		m := f.manage[i].Must(t, "GET", "/metrics", "", 200)
 		for _, line := range strings.Split(string(m.Body), "\n") {
 			if strings.HasPrefix(line, "switchyard_shared_state_fallback_total{") {
 				var n float64
 				fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &n)
-				fallbacks += int(n)
+				total += int(n)
 			}
 		}
 	}
-	t.Logf("local fallback decisions during the outage, all replicas: %d", fallbacks)
-	if fallbacks == 0 {
-		t.Error("no decision was counted in switchyard_shared_state_fallback_total during the outage")
-	}
+	return total
 }

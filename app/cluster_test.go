@@ -134,7 +134,6 @@ func TestClusterSettingsPropagateAndCompareAndSet(t *testing.T) {
 	}
 
 	etag := f.manage[0].Must(t, "GET", "/api/resilience", "", 200).Header.Get("ETag")
-	type res struct{ status int }
 	out := make(chan int, 2)
 	for i, ttl := range []int{90_000, 91_000} {
 		go func() {

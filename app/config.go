@@ -100,6 +100,12 @@ type Config struct {
 	// change-feed listener's own connection, a fleet needs replicas ×
 	// (DatabasePool + 1) of the server's max_connections.
 	DatabasePool int
+	// RedisTimeoutMs is SWITCHYARD_REDIS_TIMEOUT_MS: the bound of one Redis
+	// call on the request path (default 50 ms). Past it the decision is
+	// taken locally; three in a row open the client breaker. Raise it for a
+	// Redis across a slow network, never so far that a waiting client
+	// notices.
+	RedisTimeoutMs int64
 	// ReplicaID names this process in the health report and logs of a
 	// shared deployment (SWITCHYARD_REPLICA_ID; default host-pid).
 	ReplicaID string
@@ -209,6 +215,15 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 	cfg.Upstream.MaxEventBytes = int(event)
 	sizeKnob(knobs[5], 1<<20, 1<<30, &cfg.Upstream.MaxBodyBytes)
 	sizeKnob(knobs[6], 1<<20, 16<<30, &cfg.Upstream.BudgetBytes)
+	cfg.RedisTimeoutMs = 50
+	if v := getenv("SWITCHYARD_REDIS_TIMEOUT_MS"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 5 || n > 5000 {
+			problems = append(problems, fmt.Errorf("SWITCHYARD_REDIS_TIMEOUT_MS: %q is not a number of milliseconds from 5 to 5000", v))
+		} else {
+			cfg.RedisTimeoutMs = n
+		}
+	}
 	cfg.LogRetentionDays = 7
 	cfg.DatabasePool = 10
 	if v := getenv("SWITCHYARD_DATABASE_POOL"); v != "" {
@@ -253,9 +268,9 @@ func (c *Config) validate() error {
 	}
 	if c.AdminPassword != "" {
 		if n := utf8.RuneCountInString(c.AdminPassword); n < services.PasswordMinLen {
-			problems = append(problems, errors.New("SWITCHYARD_ADMIN_PASSWORD: "+services.MsgPasswordShort))
+			problems = append(problems, fmt.Errorf("SWITCHYARD_ADMIN_PASSWORD: %s", services.MsgPasswordShort))
 		} else if n > services.PasswordMaxLen {
-			problems = append(problems, errors.New("SWITCHYARD_ADMIN_PASSWORD: "+services.MsgPasswordLong))
+			problems = append(problems, fmt.Errorf("SWITCHYARD_ADMIN_PASSWORD: %s", services.MsgPasswordLong))
 		}
 	}
 	if c.PprofAddr != "" {

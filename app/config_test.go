@@ -95,3 +95,32 @@ func TestLoadConfigHardeningBounds(t *testing.T) {
 		t.Errorf("a budget below the body cap: %v", err)
 	}
 }
+
+// Redis needs the shared database; its grant TTL and call timeout are
+// bounded and default to 30 s and 50 ms.
+func TestLoadConfigRedis(t *testing.T) {
+	shared := map[string]string{"SWITCHYARD_DATABASE_URL": "postgres://u:p@db.internal:5432/s",
+		"SWITCHYARD_SECRET_KEY": strings.Repeat("k", 32), "SWITCHYARD_REDIS_URL": "redis://127.0.0.1:6379/0"}
+	cfg, err := LoadConfig(nil, env(shared))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.RedisGrantTTLMs != 30_000 || cfg.RedisTimeoutMs != 50 {
+		t.Fatalf("defaults: ttl %d timeout %d", cfg.RedisGrantTTLMs, cfg.RedisTimeoutMs)
+	}
+	shared["SWITCHYARD_REDIS_TIMEOUT_MS"] = "250"
+	if cfg, err = LoadConfig(nil, env(shared)); err != nil || cfg.RedisTimeoutMs != 250 {
+		t.Fatalf("timeout 250: %d %v", cfg.RedisTimeoutMs, err)
+	}
+	shared["SWITCHYARD_REDIS_TIMEOUT_MS"], shared["SWITCHYARD_REDIS_GRANT_TTL_MS"] = "0", "10"
+	_, err = LoadConfig(nil, env(shared))
+	for _, want := range []string{"SWITCHYARD_REDIS_TIMEOUT_MS", "SWITCHYARD_REDIS_GRANT_TTL_MS"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not mention %s: %v", want, err)
+		}
+	}
+	_, err = LoadConfig(nil, env(map[string]string{"SWITCHYARD_REDIS_URL": "redis://127.0.0.1:6379/0"}))
+	if err == nil || !strings.Contains(err.Error(), "needs SWITCHYARD_DATABASE_URL") {
+		t.Fatalf("Redis without the shared database: %v", err)
+	}
+}

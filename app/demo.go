@@ -86,7 +86,6 @@ func seedDemo(ctx context.Context, s *Server, baseURL string, d *demoEnv) error 
 	for _, c := range existing {
 		byName[c.Name] = c
 	}
-	var ids []string
 	for i, dc := range demoConnections {
 		if c, ok := byName[dc.name]; ok {
 			// The demo's own fake upstream moved to a new port: its demo key
@@ -94,7 +93,6 @@ func seedDemo(ctx context.Context, s *Server, baseURL string, d *demoEnv) error 
 			if _, err := s.conns.Update(ctx, c.ID, services.ConnectionInput{BaseURL: services.Some(baseURL), KeepCredentials: services.Some(true)}); err != nil {
 				return err
 			}
-			ids = append(ids, c.ID)
 			continue
 		}
 		in := services.ConnectionInput{Provider: services.Some(demoProvider), Name: services.Some(dc.name), APIKey: services.Some(dc.key),
@@ -102,11 +100,9 @@ func seedDemo(ctx context.Context, s *Server, baseURL string, d *demoEnv) error 
 		if _, ok := s.catalog.Get().Get(demoProvider); !ok {
 			in.Custom = services.Some(services.CustomSpec{WireFormat: "openai", AuthClass: "apikey"})
 		}
-		c, err := s.conns.Create(ctx, in)
-		if err != nil {
+		if _, err := s.conns.Create(ctx, in); err != nil {
 			return fmt.Errorf("demo connection %s: %w", dc.name, err)
 		}
-		ids = append(ids, c.ID)
 	}
 	if err := s.conns.SetCustomModels(ctx, demoProvider, []string{fakeupstream.DemoFast, fakeupstream.DemoLimited, fakeupstream.DemoFlaky}); err != nil {
 		return err

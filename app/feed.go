@@ -29,6 +29,7 @@ func newFeed(s *Server) *services.LocalFeed {
 //	             gateway snapshot rebuilt
 //	combo      → the gateway snapshot rebuilt, routing state of vanished combos dropped
 //	catalogue  → the gateway snapshot rebuilt
+//	key        → the per-key limiter state of a deleted key dropped
 //	settings   → the request queues apply the new global requestQueue settings
 //
 // Stored state of a deleted connection (leases, pins, lockouts, quota
@@ -46,6 +47,15 @@ func (s *Server) wireFeed() {
 	for _, kind := range []services.ChangeKind{services.ChangeConnection, services.ChangeCombo, services.ChangeCatalogue} {
 		s.feed.Subscribe(kind, s.reloadSnapshot)
 	}
+	// A deleted key's per-key limiter state goes with it, on every replica
+	// (a revoked one is dropped by the writer's revoke hook, and anywhere
+	// else once idle: it cannot authenticate any more).
+	s.feed.Subscribe(services.ChangeKey, func(_ context.Context, c services.Change) error {
+		if c.Payload == services.ChangeDeleted && c.Key != "" {
+			s.keyLimiter.Forget(c.Key)
+		}
+		return nil
+	})
 	s.feed.Subscribe(services.ChangeSettings, func(_ context.Context, c services.Change) error {
 		if c.Key == "" || c.Key == services.SettingsResilience {
 			s.queues.Reconfigure()

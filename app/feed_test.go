@@ -169,3 +169,29 @@ func TestLearnedRateLimitsSurviveAppRestart(t *testing.T) {
 		t.Fatalf("after restart learned %+v, want %s with limit 600, remaining 550, minTime 90 ms", got, key)
 	}
 }
+
+// A key deleted on another replica takes its per-key limiter state with it
+// here: the limiter follows the feed's key deletions.
+func TestFeedDropsKeyLimiterStateOfADeletedKey(t *testing.T) {
+	fu := fakeupstream.Start(t)
+	a := testkit.NewApp(t, testkit.WithEnv("SWITCHYARD_PRIVATE_UPSTREAMS", fu.Addr()))
+	a.AddConnection(services.ConnectionInput{Provider: services.Some("fake"), Name: services.Some("c"), APIKey: services.Some("fk-a"),
+		BaseURL: services.Some(fu.URL() + "/v1"), Custom: services.Some(services.CustomSpec{WireFormat: "openai", AuthClass: "apikey"})})
+	k, secret, err := a.Server.Keys().Create(context.Background(), services.KeyInput{Name: services.Some("limited"),
+		Scopes: services.Some([]string{services.ScopeInference}), RequestsPerMinute: services.Some(5)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, body := postKey(t, a.Serve()+"/v1/chat/completions", secret, chatBody); resp.StatusCode != http.StatusOK {
+		t.Fatalf("request: %d %s", resp.StatusCode, body)
+	}
+	if n := a.Server.KeyLimits().Len(); n != 1 {
+		t.Fatalf("%d keys with limiter state, want 1", n)
+	}
+	if err := a.Server.Feed().Publish(context.Background(), services.Change{Kind: services.ChangeKey, Key: k.ID, Payload: services.ChangeDeleted}); err != nil {
+		t.Fatal(err)
+	}
+	if n := a.Server.KeyLimits().Len(); n != 0 {
+		t.Fatalf("%d keys with limiter state after the key's deletion, want 0", n)
+	}
+}

@@ -25,17 +25,14 @@ func (r registrySource) ListCombos(ctx context.Context) ([]services.Combo, error
 	return r.s.combos.List(ctx)
 }
 
-// wireGateway builds the proxy engine. Its snapshot follows the change feed
-// (wireFeed).
+// wireGateway builds the proxy engine from everything it works with
+// (wireTraffic has built the traffic mechanisms). Its snapshot follows the
+// change feed (wireFeed).
 func (s *Server) wireGateway(ctx context.Context, seed uint64) error {
 	reg, err := gateway.NewRegistry(ctx, registrySource{s})
 	if err != nil {
 		return err
 	}
-	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	up := gateway.NewUpstream(s.egress, Version)
-	up.SetBodyLimits(s.cfg.Upstream)
-	s.gateway = gateway.New(s.clock, reg, up, accounts.NewSelector(rng), s.resilience, s.logSink, s.metrics)
 	var lkgp routing.LKGPStore = models.NewLKGPStore(s.db)
 	if s.shared != nil {
 		// A fleet writes LKGP records off the request goroutine and shares them.
@@ -50,9 +47,6 @@ func (s *Server) wireGateway(ctx context.Context, seed uint64) error {
 	if s.shared != nil {
 		s.shared.lkgpStore.Follow(routeState)
 	}
-	// The combo strategies draw from their own source, never the account selector's.
-	comboRNG := rand.New(rand.NewPCG(seed^0x5bd1e995, seed+1))
-	s.gateway.SetStrategies(routing.NewRegistry(comboRNG, routeState), routeState)
 	s.routeState = routeState
 	general := s.settingDocs.General
 	s.gwSettings = settings.NewDerived(general, gateway.FromGeneral)
@@ -67,11 +61,29 @@ func (s *Server) wireGateway(ctx context.Context, seed uint64) error {
 	if err := s.quota.Load(ctx); err != nil {
 		return err
 	}
-	s.gateway.SetQuota(s.quota)
-	s.gateway.SetLogger(s.log)
-	if err := s.gateway.UseHandoffStore(ctx, models.NewHandoffStore(s.db)); err != nil {
-		return err
-	}
-	s.gateway.UseSettingsSource(func() *gateway.Settings { return &s.gwSettings.Get().Settings })
-	return nil
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	// The combo strategies draw from their own source, never the account selector's.
+	comboRNG := rand.New(rand.NewPCG(seed^0x5bd1e995, seed+1))
+	up := gateway.NewUpstream(s.egress, Version)
+	up.SetBodyLimits(s.cfg.Upstream)
+	svc := s.settingsSvc
+	s.gateway, err = gateway.New(ctx, gateway.Deps{
+		Clock: s.clock, Registry: reg, Upstream: up,
+		Selector: accounts.NewSelector(rng), Resilience: s.resilience,
+		Settings: func() *gateway.Settings { return &s.gwSettings.Get().Settings },
+		Limits:   func() gateway.Limits { return s.gwSettings.Get().Limits },
+		Logs:     s.logSink, Observer: s.metrics, Logger: s.log,
+		Strategies: routing.NewRegistry(comboRNG, routeState), RouteState: routeState,
+		Quota: s.quota, ToolLimits: s.toolLimits, Handoffs: models.NewHandoffStore(s.db),
+		Traffic: &gateway.Traffic{Slots: s.slotStore, Queues: s.rateStore, Pins: s.pins, Leases: s.leases, Doc: svc.Resilience},
+		Watchdog: func() (gateway.WatchdogConfig, int) {
+			sr := svc.Resilience().StreamRecovery
+			w := sr.ThroughputWatchdog
+			return gateway.WatchdogConfig{Enabled: w.Enabled, Warmup: time.Duration(w.WarmupMs) * time.Millisecond,
+				Window: time.Duration(w.WindowMs) * time.Millisecond, MinUsefulBytesPerSecond: w.MinUsefulBytesPerSecond,
+				MinUsefulBytes: w.MinUsefulBytes}, sr.EarlyRetryMax
+		},
+		KeyLimits: s.keyLimiter, KeyUsage: s.keys,
+	})
+	return err
 }

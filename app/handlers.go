@@ -3,7 +3,6 @@ package app
 import (
 	"switchyard/handlers"
 	"switchyard/services"
-	"switchyard/services/gateway"
 	"switchyard/services/resilience"
 	"switchyard/services/traffic"
 )
@@ -47,12 +46,7 @@ func (s *Server) newHandlers() *handlerSet {
 		quota = s.quota
 	}
 	return &handlerSet{
-		v1: &handlers.V1{Keys: s.keys, Gateway: s.gateway, Clock: s.clock, Limits: func() gateway.Limits { return s.gwSettings.Get().Limits },
-			Leases: s.leases, LeaseCandidates: s.leaseCandidates,
-			LeaseBlocked: func(connID, provider, model string) bool {
-				cn, ok := s.gateway.Registry().Snapshot().Connection(connID)
-				return !ok || !cn.Enabled || s.resilience.ConnectionBlocker(provider, connID, model) != nil
-			}},
+		v1: &handlers.V1{Keys: s.keys, Gateway: s.gateway, Clock: s.clock, Leases: s.leases},
 
 		health:         &handlers.HealthAPI{Reports: s},
 		connectionsAPI: &handlers.ConnectionsAPI{API: api, Conns: s.conns, State: s.resilience, Tester: s.gateway, Confirm: s.auth, ClientIP: clientIP},

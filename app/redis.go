@@ -27,13 +27,14 @@ type redisState struct {
 	slots  *redisstate.Slots
 	queues *redisstate.Queues
 	gate   *redisstate.WindowGate
+	keys   *redisstate.KeyLimiter
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
 func newRedisState(s *Server) (*redisState, error) {
-	client, err := redisstate.New(s.cfg.RedisURL, redisstate.Options{})
+	client, err := redisstate.New(s.cfg.RedisURL, redisstate.Options{CallTimeout: time.Duration(s.cfg.RedisTimeoutMs) * time.Millisecond})
 	if err != nil {
 		return nil, fmt.Errorf("SWITCHYARD_REDIS_URL: %w", err)
 	}
@@ -67,6 +68,13 @@ func (r *redisState) limiters(slots *traffic.Slots, queues *traffic.Queues) (tra
 	return r.slots, r.queues
 }
 
+// keyLimiter wraps the local per-key limiter in the shared one: a key's
+// requestsPerMinute and maxConcurrentRequests hold for the whole fleet.
+func (r *redisState) keyLimiter(local *traffic.KeyLimits) traffic.KeyLimiter {
+	r.keys = redisstate.NewKeyLimiter(redisstate.NewKeyLimits(r.client, "", r.replica, r.ttl), local, r.fallback)
+	return r.keys
+}
+
 // shareWindowGate makes gate count provider-level failures fleet-wide.
 func (r *redisState) shareWindowGate(gate *resilience.WindowGate) {
 	r.gate = redisstate.NewWindowGate(r.client, "", r.replica, gate)
@@ -87,6 +95,9 @@ func (r *redisState) start() {
 	}
 	if r.gate != nil {
 		r.wg.Go(func() { r.gate.Run(ctx) })
+	}
+	if r.keys != nil {
+		r.wg.Go(func() { r.keys.Run(ctx) })
 	}
 	// A probe while degraded: the breaker lets one call through after it
 	// opened, so Redis coming back is noticed without traffic.

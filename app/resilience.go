@@ -48,6 +48,12 @@ func (s *Server) wireResilience(ctx context.Context) error {
 		s.redis.shareWindowGate(gate)
 	}
 	s.resilience = resilience.NewEngine(s.clock, classifier, breakers, gate, cooldowns, lockouts, svc.Resilience, svc.EgressLockConfig)
+	// Decisions go through the store's compare-and-set and out on the change
+	// feed in both modes; in a fleet the feed brings the other replicas'
+	// decisions to these mirrors, and probes held by other replicas survive
+	// this one's restart.
+	breakers.Fleet = s.cfg.Shared()
+	s.resilience.UseFeed(s.feed)
 	s.resilience.Hooks = resilience.EngineHooks{
 		Cooldown:   func(p string, r resilience.Reason) { s.metrics.cooldownsApplied.WithLabelValues(p, string(r)).Inc() },
 		Lockout:    func(p string, r resilience.Reason) { s.metrics.lockoutsApplied.WithLabelValues(p, string(r)).Inc() },
@@ -83,14 +89,16 @@ func (s *Server) resolveTarget(ctx context.Context, target string) error {
 	return fmt.Errorf("no enabled combo or known provider/model named %q", target)
 }
 
-// flushResilience writes coalesced breaker counts at shutdown.
+// flushResilience stops the periodic flush and writes what the decisions
+// deferred (diagnostics, breaker leaks, rows applied locally) at shutdown.
 func (s *Server) flushResilience(log *slog.Logger) {
+	s.decisions.Close()
 	if s.resilience == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := s.resilience.Flush(ctx); err != nil {
-		log.Warn("flush breakers", "err", err)
+		log.Warn("resilience decisions not written at shutdown", "err", err)
 	}
 }

@@ -74,9 +74,12 @@ type Server struct {
 	queues      *traffic.Queues
 	routeState  *routing.MemoryState
 	learned     *learnedPersister
+	decisions   *decisionFlusher
 	pins        *affinity.Pins
 	leases      *leases.Leases
 	toolLimits  *gateway.ToolLimits
+	keyLimits   *traffic.KeyLimits // this replica's per-key state
+	keyLimiter  traffic.KeyLimiter // what admits: keyLimits, or the fleet-wide one over it
 	quota       *quota.Tracker
 	resilience  *resilience.Engine
 	status      *resilience.Monitor
@@ -184,10 +187,10 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 	})
 	s.logWriter = requestlog.New(s.logStore, s.log.With("component", "request-log"), requestlog.Options{})
 	s.logSink = logSink{s.logWriter}
-	if err := s.wireGateway(ctx, opts.Seed); err != nil {
+	if err := s.wireTraffic(ctx); err != nil {
 		return err
 	}
-	if err := s.wireTraffic(ctx); err != nil {
+	if err := s.wireGateway(ctx, opts.Seed); err != nil {
 		return err
 	}
 	s.wireFeed()
@@ -215,6 +218,7 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 		s.redis.start()
 	}
 	s.learned = startLearnedPersister(s.queues, learnedPersistTick, func(err error) { s.metrics.StoreError("learned_rate_limits", err) })
+	s.decisions = startDecisionFlusher(s.resilience, decisionFlushEvery, func(err error) { s.metrics.StoreError("resilience", err) })
 	s.ready.Store(true)
 	return nil
 }
@@ -351,6 +355,9 @@ func (s *Server) Resilience() *resilience.Engine { return s.resilience }
 
 // Slots returns the connection slots (tests, runtime pages).
 func (s *Server) Slots() *traffic.Slots { return s.slots }
+
+// KeyLimits returns the per-key limiter of client keys (tests).
+func (s *Server) KeyLimits() *traffic.KeyLimits { return s.keyLimits }
 
 // Queues returns the request queues of rate-limit protection (tests).
 func (s *Server) Queues() *traffic.Queues { return s.queues }

@@ -6,15 +6,16 @@ import (
 	"time"
 
 	"switchyard/models"
-	"switchyard/services"
 	"switchyard/services/affinity"
 	"switchyard/services/gateway"
 	"switchyard/services/leases"
 	"switchyard/services/traffic"
 )
 
-// wireTraffic builds the admission and placement mechanisms and installs
-// them in the gateway.
+// wireTraffic builds the admission and placement mechanisms of the request
+// path (the gateway is built on them next), ends the leases and the per-key
+// state of a revoked key and deletes the stored state of a deleted
+// connection.
 func (s *Server) wireTraffic(ctx context.Context) error {
 	svc := s.settingsSvc
 	s.slots = traffic.NewSlots(func() traffic.SlotConfig { return traffic.SlotConfig(svc.Resilience().ConnectionConcurrency) })
@@ -28,6 +29,13 @@ func (s *Server) wireTraffic(ctx context.Context) error {
 	s.queues.UseLearnedStore(models.NewLearnedRateLimitStore(s.db))
 	if _, err := s.queues.LoadLearned(ctx); err != nil {
 		return err
+	}
+	s.keyLimits = traffic.NewKeyLimits(s.clock)
+	s.keyLimiter = s.keyLimits
+	if s.redis != nil {
+		// Per-key limits for the whole fleet; the local limiter answers
+		// while Redis cannot.
+		s.keyLimiter = s.redis.keyLimiter(s.keyLimits)
 	}
 	var pinStore affinity.Store = models.NewAffinityStore(s.db)
 	if s.shared != nil {
@@ -50,19 +58,12 @@ func (s *Server) wireTraffic(ctx context.Context) error {
 	if s.redis != nil {
 		s.slotStore, s.rateStore = s.redis.limiters(s.slots, s.queues)
 	}
-	s.gateway.SetTraffic(&gateway.Traffic{Slots: s.slotStore, Queues: s.rateStore, Pins: s.pins, Leases: s.leases, Doc: svc.Resilience})
-	s.gateway.SetWatchdog(func() (gateway.WatchdogConfig, int) {
-		sr := svc.Resilience().StreamRecovery
-		w := sr.ThroughputWatchdog
-		return gateway.WatchdogConfig{Enabled: w.Enabled, Warmup: time.Duration(w.WarmupMs) * time.Millisecond,
-			Window: time.Duration(w.WindowMs) * time.Millisecond, MinUsefulBytesPerSecond: w.MinUsefulBytesPerSecond,
-			MinUsefulBytes: w.MinUsefulBytes}, sr.EarlyRetryMax
-	})
 	s.keys.OnStoreError(s.metrics.StoreError)
 	s.keys.OnRevoke(func(ctx context.Context, keyID string) {
 		if _, err := s.leases.InvalidateKey(ctx, keyID, leases.ReasonManagedKeyRevoked); err != nil {
 			s.log.Error("invalidate leases of a revoked key", "key", keyID, "err", err)
 		}
+		s.keyLimiter.Forget(keyID)
 	})
 	// The stored state of a deleted connection is deleted here, once, by
 	// the writer; memory-only state goes through the feed (wireFeed). The
@@ -86,24 +87,7 @@ func (s *Server) wireTraffic(ctx context.Context) error {
 		return err
 	}
 	s.toolLimits = tools
-	s.gateway.SetToolLimits(tools)
 	return nil
-}
-
-// leaseCandidates lists the key's allowed connections of provider that could
-// serve model right now (enabled, not terminal, not cooling, not locked).
-func (s *Server) leaseCandidates(key services.APIKey, provider, model string) []string {
-	var out []string
-	for _, c := range s.gateway.Registry().Snapshot().Connections(provider) {
-		if !c.Enabled || !key.AllowsConnection(c.ID) {
-			continue
-		}
-		if s.resilience.ConnectionBlocker(provider, c.ID, model) != nil {
-			continue
-		}
-		out = append(out, c.ID)
-	}
-	return out
 }
 
 // learnedPersistTick is how often the persister looks for learned limits to

@@ -24,7 +24,7 @@ func TestThroughputWatchdogAbortsSlowStreams(t *testing.T) {
 	// Post-commit: a trickle after the first bytes ends in band, never with [DONE].
 	f.fu.ClearScripts()
 	f.fu.Script("fk-a", fakeupstream.Step{Events: 40, EventGap: 150 * time.Millisecond})
-	resp, b = postKey(t, f.url+"/v1/chat/completions", f.key, `{"model":"fake/m1","stream":true,"messages":[{"role":"user","content":"slow"}]}`)
+	_, b = postKey(t, f.url+"/v1/chat/completions", f.key, `{"model":"fake/m1","stream":true,"messages":[{"role":"user","content":"slow"}]}`)
 	body := string(b)
 	if strings.Contains(body, "[DONE]") || !strings.Contains(body, "STREAM_THROUGHPUT_TOO_LOW") {
 		t.Fatalf("post-commit: %s", body)

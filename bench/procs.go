@@ -26,7 +26,6 @@ type child struct {
 	cmd     *exec.Cmd
 	url     string // base URL it printed ("http://127.0.0.1:port")
 	logPath string // its stderr (and stdout after the URL line)
-	pinned  string // CPU list it is pinned to, "" when not
 	done    chan struct{}
 	waitErr error
 }
@@ -117,15 +116,6 @@ func (c *child) stop(grace time.Duration) error {
 func (c *child) kill() {
 	syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
 	<-c.done
-}
-
-func (c *child) alive() bool {
-	select {
-	case <-c.done:
-		return false
-	default:
-		return true
-	}
 }
 
 func tailFile(path string, n int) string {

@@ -122,7 +122,18 @@ func newBareProxy(targetURL string) (http.Handler, *http.Transport, error) {
 	if err != nil || target.Host == "" {
 		return nil, nil, fmt.Errorf("bare proxy target %q: not a URL", targetURL)
 	}
-	rp := httputil.NewSingleHostReverseProxy(target)
+	// The request body (about 530 bytes) is read before it is forwarded, as
+	// the gateway does. Streamed straight through, a few streams in a
+	// thousand with gaps between events died mid-body on this Go version
+	// ("use of closed network connection" on the upstream read).
+	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+		if b, err := io.ReadAll(pr.Out.Body); err == nil {
+			pr.Out.Body = io.NopCloser(bytes.NewReader(b))
+			pr.Out.ContentLength = int64(len(b))
+		}
+		pr.SetURL(target)
+		pr.Out.Host = pr.In.Host // as NewSingleHostReverseProxy did: the client's Host goes through
+	}}
 	rp.FlushInterval = -1
 	rp.BufferPool = &bufferPool{}
 	rp.ErrorLog = quietLog()
@@ -134,17 +145,5 @@ func newBareProxy(targetURL string) (http.Handler, *http.Transport, error) {
 		DisableCompression:  true,
 	}
 	rp.Transport = tr
-	// The request body (about 530 bytes) is read before it is forwarded, as
-	// the gateway does. Streamed straight through, a few streams in a
-	// thousand with gaps between events died mid-body on this Go version
-	// ("use of closed network connection" on the upstream read).
-	inner := rp.Director
-	rp.Director = func(r *http.Request) {
-		if b, err := io.ReadAll(r.Body); err == nil {
-			r.Body = io.NopCloser(bytes.NewReader(b))
-			r.ContentLength = int64(len(b))
-		}
-		inner(r)
-	}
 	return rp, tr, nil
 }

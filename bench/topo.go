@@ -501,11 +501,10 @@ func (t *topology) close() {
 
 // path is one way to reach the fake upstream.
 type path struct {
-	name   string // direct, baseline, gateway, gateway-min
-	url    string // full chat completions URL
-	auth   string // Authorization header value
-	model  func(kind string) string
-	header http.Header
+	name  string // direct, baseline, gateway, gateway-min
+	url   string // full chat completions URL
+	auth  string // Authorization header value
+	model func(kind string) string
 }
 
 func (t *topology) paths() map[string]*path {

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"mime"
 	"net/http"
@@ -76,14 +77,7 @@ func (h *V1) SessionLeases(c echo.Context) error {
 		if gerr != nil {
 			return gerr
 		}
-		if route.Combo != nil {
-			return gwErr(leases.CodeUnsupportedRoute, "A lease names a provider/model, not a combo.")
-		}
-		cands := h.LeaseCandidates(k, route.Provider.ID, route.Model)
-		if len(cands) == 0 {
-			return gwErr(services.CodeNoExecutableTargets, "No allowed connection of this provider can serve the model now.")
-		}
-		l, err := h.Leases.Acquire(ctx, k, owner, route.Provider.ID, cands, ttl)
+		l, err := h.Leases.AcquireFor(ctx, k, owner, leases.Target{Provider: route.Provider.ID, Model: route.Model, Combo: route.Combo != nil}, ttl, h.Gateway)
 		if err != nil {
 			return leaseErr(err)
 		}
@@ -116,6 +110,15 @@ func (h *V1) SessionLeases(c echo.Context) error {
 			"connection": map[string]any{"displayName": h.connectionName(l.ConnectionID), "provider": l.Provider}})
 	}
 	return actionInvalid("action must be acquire, renew, release or status.")
+}
+
+// leaseErr converts a lease error into the gateway error shape.
+func leaseErr(err error) error {
+	var le *leases.Error
+	if errors.As(err, &le) {
+		return le.GatewayError()
+	}
+	return err
 }
 
 func (h *V1) connectionName(id string) any {

@@ -11,7 +11,8 @@ import (
 )
 
 // LockoutStore implements resilience.LockoutStore on model_lockouts
-// (20-resilience §7, BD 9). Instants are epoch milliseconds.
+// (20-resilience §7, BD 9). Instants are epoch milliseconds; version is the
+// compare-and-set counter of the decisions (scale-out §3.4 row 4).
 type LockoutStore struct{ db *gorm.DB }
 
 var _ resilience.LockoutStore = (*LockoutStore)(nil)
@@ -33,6 +34,7 @@ func lockoutRowOf(r resilience.LockoutRecord) ModelLockoutRow {
 		Until:          r.Until.UnixMilli(),
 		LastFailureAt:  r.LastFailureAt.UnixMilli(),
 		LastCooldownMs: r.LastCooldownMs,
+		Version:        r.Version,
 	}
 }
 
@@ -52,6 +54,7 @@ func (r ModelLockoutRow) domain() resilience.LockoutRecord {
 		Until:          time.UnixMilli(r.Until).UTC(),
 		LastFailureAt:  time.UnixMilli(r.LastFailureAt).UTC(),
 		LastCooldownMs: r.LastCooldownMs,
+		Version:        r.Version,
 	}
 }
 
@@ -77,7 +80,7 @@ func (s *LockoutStore) SaveLockout(ctx context.Context, rec resilience.LockoutRe
 	err := s.db.WithContext(ctx).Clauses(clause.OnConflict{
 		Columns: []clause.Column{{Name: "provider"}, {Name: "connection_id"}, {Name: "key_shape"}, {Name: "lock_key"}},
 		DoUpdates: clause.AssignmentColumns([]string{"model", "reason", "last_status", "failure_count",
-			"locked_at", "until", "last_failure_at", "last_cooldown_ms"}),
+			"locked_at", "until", "last_failure_at", "last_cooldown_ms", "version"}),
 	}).Create(&row).Error
 	return translate(err, "save lockout "+rec.LockKey.String())
 }
@@ -135,4 +138,69 @@ func (s *LockoutStore) DeleteLockouts(ctx context.Context, filter resilience.Loc
 		return 0, translate(err, "delete lockouts of model "+filter.Model)
 	}
 	return n, nil
+}
+
+const lockKeyWhere = "provider = ? AND connection_id = ? AND key_shape = ? AND lock_key = ?"
+
+func lockKeyArgs(k resilience.LockKey) []any {
+	return []any{k.Provider, k.ConnectionID, string(k.Shape), k.Key}
+}
+
+// LoadLockout returns the row of key; found=false when there is none.
+func (s *LockoutStore) LoadLockout(ctx context.Context, key resilience.LockKey) (resilience.LockoutRecord, bool, error) {
+	var rows []ModelLockoutRow
+	if err := s.db.WithContext(ctx).Where(lockKeyWhere, lockKeyArgs(key)...).Limit(1).Find(&rows).Error; err != nil {
+		return resilience.LockoutRecord{}, false, translate(err, "load lockout "+key.String())
+	}
+	if len(rows) == 0 {
+		return resilience.LockoutRecord{}, false, nil
+	}
+	return rows[0].domain(), true, nil
+}
+
+// CompareAndSaveLockout writes rec (with rec.Version) when the stored
+// version is expect, or inserts it when expect < 0 and there is no row.
+func (s *LockoutStore) CompareAndSaveLockout(ctx context.Context, expect int64, rec resilience.LockoutRecord) (resilience.LockoutRecord, bool, bool, error) {
+	row := lockoutRowOf(rec)
+	row.Model = PostgresText(row.Model)
+	db := s.db.WithContext(ctx)
+	var res *gorm.DB
+	if expect < 0 {
+		res = db.Clauses(clause.OnConflict{DoNothing: true}).Create(&row)
+	} else {
+		res = db.Model(&ModelLockoutRow{}).Where(lockKeyWhere, lockKeyArgs(rec.LockKey)...).Where("version = ?", expect).
+			UpdateColumns(map[string]any{"model": row.Model, "reason": row.Reason, "last_status": row.LastStatus,
+				"failure_count": row.FailureCount, "locked_at": row.LockedAt, "until": row.Until,
+				"last_failure_at": row.LastFailureAt, "last_cooldown_ms": row.LastCooldownMs, "version": row.Version})
+	}
+	if res.Error != nil {
+		return resilience.LockoutRecord{}, false, false, translate(res.Error, "save lockout "+rec.LockKey.String())
+	}
+	if res.RowsAffected == 1 {
+		return rec, true, true, nil
+	}
+	cur, found, err := s.LoadLockout(ctx, rec.LockKey)
+	return cur, found, false, err
+}
+
+// CompareAndDeleteLockout deletes the row of key when its version is expect.
+func (s *LockoutStore) CompareAndDeleteLockout(ctx context.Context, key resilience.LockKey, expect int64) (resilience.LockoutRecord, bool, bool, error) {
+	res := s.db.WithContext(ctx).Where(lockKeyWhere, lockKeyArgs(key)...).Where("version = ?", expect).Delete(&ModelLockoutRow{})
+	if res.Error != nil {
+		return resilience.LockoutRecord{}, false, false, translate(res.Error, "delete lockout "+key.String())
+	}
+	if res.RowsAffected == 1 {
+		return resilience.LockoutRecord{}, false, true, nil
+	}
+	cur, found, err := s.LoadLockout(ctx, key)
+	return cur, found, false, err
+}
+
+// SaveLockoutDiagnostics moves last_failure_at of key's row to at when at
+// is later; the version is untouched.
+func (s *LockoutStore) SaveLockoutDiagnostics(ctx context.Context, key resilience.LockKey, at time.Time) error {
+	ms := at.UnixMilli()
+	err := s.db.WithContext(ctx).Model(&ModelLockoutRow{}).Where(lockKeyWhere, lockKeyArgs(key)...).
+		Where("last_failure_at < ?", ms).UpdateColumn("last_failure_at", ms).Error
+	return translate(err, "save last failure of lockout "+key.String())
 }

@@ -16,6 +16,8 @@ type BreakerRow struct {
 	LastFailureReason string
 	Generation        int64
 	UpdatedAt         int64 `gorm:"autoUpdateTime:false"`
+	HalfOpenInFlight  int
+	ProbeUntil        *int64
 }
 
 func (BreakerRow) TableName() string { return "domain_circuit_breakers" }
@@ -34,6 +36,7 @@ type ModelLockoutRow struct {
 	Until          int64
 	LastFailureAt  int64
 	LastCooldownMs int64
+	Version        int64
 }
 
 func (ModelLockoutRow) TableName() string { return "model_lockouts" }

@@ -389,7 +389,7 @@ func (a *Auth) BootstrapPassword(ctx context.Context, pw string) error {
 		return nil
 	}
 	if utf8.RuneCountInString(pw) < PasswordMinLen {
-		return errors.New("SWITCHYARD_ADMIN_PASSWORD: " + MsgPasswordShort)
+		return fmt.Errorf("SWITCHYARD_ADMIN_PASSWORD: %s", MsgPasswordShort)
 	}
 	err := a.SetInitialPassword(ctx, pw, pw)
 	if errors.Is(err, ErrSetupDone) {

@@ -84,13 +84,6 @@ var builtinProviders = []Provider{
 	{ID: "vllm", Alias: "vllm", Name: "vLLM", Format: FormatOpenAI, BaseURL: "http://127.0.0.1:8000/v1", AuthHeader: AuthHeaderBearer, AuthClass: AuthLocal, PassthroughModels: true, ListsModels: true},
 }
 
-// BuiltinProviders returns a copy of the built-in catalogue in resolution order.
-func BuiltinProviders() []Provider {
-	out := make([]Provider, len(builtinProviders))
-	copy(out, builtinProviders)
-	return out
-}
-
 // CustomProvider is an operator-defined compatible node, persisted so later
 // connections of it omit the "custom" block.
 type CustomProvider struct {

@@ -30,6 +30,21 @@ const (
 	// ChangeSettings: a settings document was stored. Key = its store key
 	// (SettingsResilience, SettingsGeneral), Version = its new revision.
 	ChangeSettings ChangeKind = "settings"
+
+	// The resilience decisions (20-resilience §2, §4, §7, §12), published
+	// by the replica whose compare-and-set wrote them; Payload carries the
+	// decision so receivers need no re-read (services/resilience decodes
+	// it). Key "" asks for a reload of the kind.
+
+	// ChangeConnectionState: a connection's cooldown, backoff or terminal
+	// state. Key = connection id, Version = its state_version.
+	ChangeConnectionState ChangeKind = "connection_state"
+	// ChangeModelLockout: a model lockout was set, extended, decayed or
+	// deleted. Key = the lock key, Version = its row version.
+	ChangeModelLockout ChangeKind = "model_lockout"
+	// ChangeBreaker: a provider breaker's state or count. Key = provider
+	// id, Version = its generation.
+	ChangeBreaker ChangeKind = "breaker"
 )
 
 // The kinds of learned and session state a fleet shares (scale-out §3.4:

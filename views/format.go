@@ -61,9 +61,6 @@ func sortedKeys(m map[string]string) []string {
 // fieldAnchor turns a dotted field path into an element id ("targets.1.weight" → "targets-1-weight").
 func fieldAnchor(field string) string { return strings.ReplaceAll(field, ".", "-") }
 
-// FieldAnchor is fieldAnchor for handlers.
-func FieldAnchor(field string) string { return fieldAnchor(field) }
-
 // RFC3339 formats an instant for <time datetime>.
 func RFC3339(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
 

@@ -20,7 +20,9 @@ const bin = (name) => join(repo, 'conformance', 'node_modules', '.bin', name);
 
 let env;
 before(async () => {
-  env = await new Env().up();
+  // Assigned before up() so a failed start is still torn down by after().
+  env = new Env();
+  await env.up();
   await env.combo(claudeDefault, 'fakeant', claudeDefault);
   await env.combo(codexDefault, 'fakeoa', codexDefault);
   await env.combo('demo', 'fakeoa', 'demo-model');

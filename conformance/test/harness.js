@@ -113,14 +113,14 @@ export class Env {
 
   async login() {
     const res = await fetch(this.url + '/login', { method: 'POST', redirect: 'manual',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ password }) });
+      headers: { 'content-type': 'application/x-www-form-urlencoded', origin: this.url }, body: new URLSearchParams({ password }) });
     const cookie = res.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ');
     if (!cookie) throw new Error(`login failed: ${res.status} ${await res.text()}`);
     this.cookie = cookie;
   }
 
   async api(method, path, body) {
-    const res = await fetch(this.url + path, { method, headers: { cookie: this.cookie, 'content-type': 'application/json' },
+    const res = await fetch(this.url + path, { method, headers: { cookie: this.cookie, 'content-type': 'application/json', origin: this.url },
       body: body === undefined ? undefined : JSON.stringify(body) });
     const text = await res.text();
     if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${text}`);

@@ -13,7 +13,9 @@ import { Env, toolMarker, doneText } from './harness.js';
 const fakeText = 'Hello from fake upstream';
 let env, oa, an;
 before(async () => {
-  env = await new Env().up();
+  // Assigned before up() so a failed start is still torn down by after().
+  env = new Env();
+  await env.up();
   oa = new OpenAI({ baseURL: env.url + '/v1', apiKey: env.key, maxRetries: 0 });
   an = new Anthropic({ baseURL: env.url, apiKey: env.key, maxRetries: 0 });
 });

@@ -45,13 +45,6 @@ func (g *grants) drop(id string) {
 	g.mu.Unlock()
 }
 
-// count is the number of live grants (tests, health).
-func (g *grants) count() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.live)
-}
-
 // renewBatch bounds one renew script's keys.
 const renewBatch = 256
 

@@ -37,12 +37,6 @@ const (
 	StrictRandom = "strict-random"
 )
 
-// Strategies lists the accepted names: fill-first, round-robin, p2c, random,
-// least-used, strict-random. The caller owns the returned slice.
-func Strategies() []string {
-	return []string{FillFirst, RoundRobin, P2C, Random, LeastUsed, StrictRandom}
-}
-
 // Selector picks one connection of a provider. It keeps per-provider state
 // (round-robin position, strict-random decks) and is safe for concurrent use:
 // each provider's state has its own lock, and the only shared lock is a short

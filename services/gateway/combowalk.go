@@ -175,9 +175,6 @@ func (g *Gateway) comboEntries(s *Snapshot, c *services.Combo, req *Request, can
 
 // terminal reports a banned, expired or credits-exhausted connection.
 func (g *Gateway) terminal(connID string) bool {
-	if g.res == nil {
-		return false
-	}
 	term, _ := g.res.Cooldowns.Flags(connID)
 	return term != ""
 }
@@ -186,9 +183,6 @@ func (g *Gateway) terminal(connID string) bool {
 // §5): the provider's breaker is not open and some enabled connection (the
 // pinned one when given) is not blocked by a cooldown, lockout or quota gate.
 func (g *Gateway) entryAvailable(s *Snapshot, provider, connID, model string, req *Request) bool {
-	if g.res == nil {
-		return true
-	}
 	if g.res.Breakers.Status(provider).State == resilience.BreakerOpen {
 		return false
 	}
@@ -232,8 +226,8 @@ func (g *Gateway) preferSession(c *services.Combo, strategy string, cfg ComboCon
 // combo), "" when the request has no explicit session, is lease-managed, or
 // session affinity is off (sessionAffinity.ttlMs = 0).
 func (g *Gateway) sessionPin(c *services.Combo, req *Request) string {
-	if req.LeaseConnID != "" || !explicitSession(req.SessionKey) || g.traffic == nil || g.traffic.Pins == nil ||
-		g.traffic.Doc == nil || g.traffic.Doc().SessionAffinity.TTLMs <= 0 {
+	if req.LeaseConnID != "" || !explicitSession(req.SessionKey) || g.traffic.Pins == nil ||
+		g.traffic.Doc().SessionAffinity.TTLMs <= 0 {
 		return ""
 	}
 	return affinity.PinID(req.Key.ID, prefPinPrefix+c.ID, req.SessionKey)
@@ -423,10 +417,8 @@ func (g *Gateway) quotaSignals(rq *routing.Request, s *Snapshot, c *services.Com
 		}
 	}
 	rq.Signals = func(e routing.Entry) routing.CandidateSignals {
-		sig := routing.CandidateSignals{ProviderConnections: avail[e.Provider]}
-		if g.res != nil {
-			sig.Breaker = routing.BreakerState(g.res.Breakers.Status(e.Provider).State)
-		}
+		sig := routing.CandidateSignals{ProviderConnections: avail[e.Provider],
+			Breaker: routing.BreakerState(g.res.Breakers.Status(e.Provider).State)}
 		if e.ConnectionID != "" {
 			if cn, ok := s.Connection(e.ConnectionID); ok {
 				sig.Tier = cn.Tier

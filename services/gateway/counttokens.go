@@ -92,14 +92,14 @@ func (g *Gateway) countTarget(s *Snapshot, r Route, req *Request) (target, *serv
 		walk(r.Combo, 1)
 	}
 	for _, t := range targets {
-		if g.res != nil && g.res.Breakers.Status(t.provider.ID).State == resilience.BreakerOpen {
+		if g.res.Breakers.Status(t.provider.ID).State == resilience.BreakerOpen {
 			continue
 		}
 		for _, c := range s.Connections(t.provider.ID) {
 			if !c.Enabled || (t.connID != "" && c.ID != t.connID) || !req.Key.AllowsConnection(c.ID) || g.terminal(c.ID) {
 				continue
 			}
-			if g.res != nil && g.res.ConnectionBlocker(t.provider.ID, c.ID, t.model) != nil {
+			if g.res.ConnectionBlocker(t.provider.ID, c.ID, t.model) != nil {
 				continue
 			}
 			return t, c, true
@@ -115,9 +115,9 @@ func (g *Gateway) countUpstream(ctx context.Context, t target, c *services.Conne
 	if err != nil {
 		return 0, false
 	}
-	ctx, cancel := context.WithTimeout(withBeta(ctx, req.AnthropicBeta), countTokensTimeout)
+	ctx, cancel := context.WithTimeout(ctx, countTokensTimeout)
 	defer cancel()
-	resp, err := g.send(ctx, t, c, "/messages/count_tokens", body, false)
+	resp, err := g.send(ctx, t, c, "/messages/count_tokens", body, false, req.AnthropicBeta)
 	if err != nil {
 		return 0, false
 	}

@@ -165,9 +165,7 @@ func (e *entryStats) EntryStats(entryID string) (routing.EntryStats, bool) {
 	if ts.AvgLatencyMs != nil {
 		out.AvgLatencyMs = *ts.AvgLatencyMs
 	}
-	if e.g.res != nil {
-		out.Breaker = routing.BreakerState(e.g.res.Breakers.Status(en.Provider).State)
-	}
+	out.Breaker = routing.BreakerState(e.g.res.Breakers.Status(en.Provider).State)
 	return out, true
 }
 

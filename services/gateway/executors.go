@@ -136,56 +136,11 @@ func (g *Gateway) serveFusion(w http.ResponseWriter, r *http.Request, req *Reque
 		rec.Strategy = c.Strategy
 		return rec
 	}
-	quorum := min(cfg.minPanel, len(panel))
-	memberBody := panelBody(req)
-
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	hard := time.AfterFunc(cfg.hardTimeout, cancel)
 	defer hard.Stop()
-
-	type answer struct {
-		idx  int
-		text string
-		mw   *memWriter
-		rec  *LogRecord
-	}
-	results := make(chan answer, len(panel))
-	for i, p := range panel {
-		go func() {
-			mw, rec := g.runInMemory(ctx, r, subRequest(req, p, memberBody, false))
-			text := ""
-			if mw.status == http.StatusOK {
-				text = answerText(req.Inbound, mw.buf.Bytes())
-			}
-			results <- answer{idx: i, text: text, mw: mw, rec: rec}
-		}()
-	}
-	var answers []answer
-	var lastFail answer
-	var all []*LogRecord
-	var grace <-chan time.Time
-	for done := 0; done < len(panel); done++ {
-		var a answer
-		select {
-		case a = <-results:
-		case <-grace:
-			cancel() // stragglers past the grace are cancelled; their results still arrive
-			a = <-results
-		}
-		all = append(all, a.rec)
-		if a.text != "" {
-			answers = append(answers, a)
-			if len(answers) == quorum && grace == nil {
-				t := time.NewTimer(cfg.stragglerGrace)
-				defer t.Stop()
-				grace = t.C
-			}
-		} else {
-			lastFail = a
-		}
-	}
-
+	answers, lastFail, all := g.runPanel(ctx, cancel, r, req, panel, cfg)
 	sum := func(rec *LogRecord) *LogRecord {
 		for _, x := range all {
 			addTokens(rec, x)
@@ -193,33 +148,8 @@ func (g *Gateway) serveFusion(w http.ResponseWriter, r *http.Request, req *Reque
 		rec.ComboName, rec.Strategy = c.Name, c.Strategy
 		return rec
 	}
-	switch len(answers) {
-	case 0:
-		if r.Context().Err() != nil {
-			rec := newLogRecord(req)
-			rec.Outcome, rec.Status = "client_abort", 499
-			return sum(rec)
-		}
-		rec := newLogRecord(req)
-		if lastFail.mw.status == 0 { // cut by panelHardTimeoutMs before any answer
-			out := newClientWriter(w, r, req, g.current())
-			g.fail(out, &attemptState{log: rec}, services.NewGatewayError(services.CodeUpstreamTimeout, "No fusion panel member answered within fusion.panelHardTimeoutMs."))
-			rec.finish(g.clock.Now(), out)
-			return sum(rec)
-		}
-		relayCaptured(w, lastFail.mw)
-		rec.Status, rec.Outcome = lastFail.mw.status, "upstream_error"
-		if lastFail.rec != nil {
-			rec.ErrorCode = lastFail.rec.ErrorCode
-		}
-		return sum(rec)
-	case 1:
-		w.Header().Set("X-Switchyard-Warning", "fusion_single_answer")
-		rec := newLogRecord(req)
-		writeAnswer(w, req, answers[0].mw, answers[0].text)
-		rec.Status, rec.Outcome = http.StatusOK, "success"
-		rec.Warnings = append(rec.Warnings, "fusion_single_answer")
-		return sum(rec)
+	if len(answers) < 2 {
+		return sum(g.fusionWithoutJudge(w, r, req, answers, lastFail))
 	}
 	// The judge: the client's own request plus the candidates as system context.
 	texts := make([]string, len(answers))
@@ -238,10 +168,90 @@ func (g *Gateway) serveFusion(w http.ResponseWriter, r *http.Request, req *Reque
 		hw.discard()
 		w.Header().Set("X-Switchyard-Warning", "fusion_judge_failed")
 		writeAnswer(w, req, answers[0].mw, answers[0].text)
-		rec.Status, rec.Outcome, rec.ErrorCode = http.StatusOK, "success", ""
+		rec.Status, rec.Outcome, rec.ErrorCode = http.StatusOK, OutcomeSuccess, ""
 		rec.Warnings = append(rec.Warnings, "fusion_judge_failed")
 	}
 	return sum(rec)
+}
+
+// panelAnswer is one fusion panel member's result: its answer text ("" when
+// it failed), what it wrote and its log record.
+type panelAnswer struct {
+	idx  int
+	text string
+	mw   *memWriter
+	rec  *LogRecord
+}
+
+// runPanel asks every panel member in parallel, in memory, and collects
+// the answers; once the quorum has answered, stragglers get
+// fusion.stragglerGraceMs before they are cancelled. all holds every
+// member's log record, lastFail the last member that failed.
+func (g *Gateway) runPanel(ctx context.Context, cancel context.CancelFunc, r *http.Request, req *Request, panel []part, cfg fusionConfig) (answers []panelAnswer, lastFail panelAnswer, all []*LogRecord) {
+	quorum := min(cfg.minPanel, len(panel))
+	memberBody := panelBody(req)
+	results := make(chan panelAnswer, len(panel))
+	for i, p := range panel {
+		go func() {
+			mw, rec := g.runInMemory(ctx, r, subRequest(req, p, memberBody, false))
+			text := ""
+			if mw.status == http.StatusOK {
+				text = answerText(req.Inbound, mw.buf.Bytes())
+			}
+			results <- panelAnswer{idx: i, text: text, mw: mw, rec: rec}
+		}()
+	}
+	var grace <-chan time.Time
+	for done := 0; done < len(panel); done++ {
+		var a panelAnswer
+		select {
+		case a = <-results:
+		case <-grace:
+			cancel() // stragglers past the grace are cancelled; their results still arrive
+			a = <-results
+		}
+		all = append(all, a.rec)
+		if a.text != "" {
+			answers = append(answers, a)
+			if len(answers) == quorum && grace == nil {
+				t := time.NewTimer(cfg.stragglerGrace)
+				defer t.Stop()
+				grace = t.C
+			}
+		} else {
+			lastFail = a
+		}
+	}
+	return answers, lastFail, all
+}
+
+// fusionWithoutJudge answers a fusion request whose panel gave fewer than
+// two answers: the one answer (with a warning), or the last failure.
+func (g *Gateway) fusionWithoutJudge(w http.ResponseWriter, r *http.Request, req *Request, answers []panelAnswer, lastFail panelAnswer) *LogRecord {
+	rec := newLogRecord(req)
+	if len(answers) == 1 {
+		w.Header().Set("X-Switchyard-Warning", "fusion_single_answer")
+		writeAnswer(w, req, answers[0].mw, answers[0].text)
+		rec.Status, rec.Outcome = http.StatusOK, OutcomeSuccess
+		rec.Warnings = append(rec.Warnings, "fusion_single_answer")
+		return rec
+	}
+	if r.Context().Err() != nil {
+		rec.Outcome, rec.Status = attemptClientAbort, 499
+		return rec
+	}
+	if lastFail.mw.status == 0 { // cut by panelHardTimeoutMs before any answer
+		out := newClientWriter(w, r, req, g.current())
+		g.fail(out, &attemptState{log: rec}, services.NewGatewayError(services.CodeUpstreamTimeout, "No fusion panel member answered within fusion.panelHardTimeoutMs."))
+		rec.finish(g.clock.Now(), out)
+		return rec
+	}
+	relayCaptured(w, lastFail.mw)
+	rec.Status, rec.Outcome = lastFail.mw.status, OutcomeUpstreamError
+	if lastFail.rec != nil {
+		rec.ErrorCode = lastFail.rec.ErrorCode
+	}
+	return rec
 }
 
 // judgePart resolves fusion.judge ({provider, model} or {comboId}).
@@ -548,7 +558,7 @@ func (g *Gateway) servePipeline(w http.ResponseWriter, r *http.Request, req *Req
 			parts = append(parts, rec)
 			if r.Context().Err() != nil {
 				rec := newLogRecord(req)
-				rec.Outcome, rec.Status = "client_abort", 499
+				rec.Outcome, rec.Status = attemptClientAbort, 499
 				return finish(rec)
 			}
 			if mw.status != http.StatusOK {

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -473,34 +472,7 @@ func (u *usage) counts() translate.Usage {
 	return out
 }
 
-// warningsHeader renders translation warnings for X-Switchyard-Warning.
-func warningsHeader(ws []translate.Warning) string {
-	var b bytes.Buffer
-	for i, w := range ws {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(w.Code)
-	}
-	return b.String()
-}
-
 var _ = fmt.Sprintf
-
-type betaKey struct{}
-
-// withBeta carries the client's anthropic-beta header to the upstream send.
-func withBeta(ctx context.Context, beta string) context.Context {
-	if beta == "" {
-		return ctx
-	}
-	return context.WithValue(ctx, betaKey{}, beta)
-}
-
-func ctxBeta(ctx context.Context) string {
-	v, _ := ctx.Value(betaKey{}).(string)
-	return v
-}
 
 // warningText joins request warnings and translation losses for
 // X-Switchyard-Warning.

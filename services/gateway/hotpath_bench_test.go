@@ -52,15 +52,6 @@ func (s benchSource) ListConnections(context.Context) ([]services.Connection, er
 }
 func (s benchSource) ListCombos(context.Context) ([]services.Combo, error) { return s.combos, nil }
 
-type benchBreakerStore struct{}
-
-func (benchBreakerStore) LoadBreakers(context.Context) ([]resilience.BreakerSnapshot, error) {
-	return nil, nil
-}
-func (benchBreakerStore) SaveBreaker(context.Context, resilience.BreakerSnapshot) error { return nil }
-func (benchBreakerStore) DeleteBreaker(context.Context, string) error                   { return nil }
-func (benchBreakerStore) DeleteAllBreakers(context.Context) error                       { return nil }
-
 type benchPinStore struct{}
 
 func (benchPinStore) LoadPins(context.Context) ([]affinity.Pin, error)             { return nil, nil }
@@ -143,7 +134,7 @@ func newBenchEnvAt(b testing.TB, n int, strategy, mix, baseURL string) *benchEnv
 	if err := lockouts.Load(ctx); err != nil {
 		b.Fatal(err)
 	}
-	breakers := resilience.NewBreakers(clock, func() resilience.BreakerConfig { return bc }, benchBreakerStore{}, nil)
+	breakers := resilience.NewBreakers(clock, func() resilience.BreakerConfig { return bc }, resilience.NewMemoryBreakerStore(), nil)
 	gate := resilience.NewWindowGate(clock, func() resilience.WindowGateConfig { return wc })
 	cls := resilience.NewClassifier(nil, nil, clock.Now, nil)
 	res := resilience.NewEngine(clock, cls, breakers, gate, cooldowns, lockouts, func() *resilience.Document { return &doc },
@@ -152,12 +143,10 @@ func newBenchEnvAt(b testing.TB, n int, strategy, mix, baseURL string) *benchEnv
 	if err != nil {
 		b.Fatal(err)
 	}
-	g := New(clock, reg, nil, accounts.NewSelector(rand.New(rand.NewPCG(1, 2))), res, nil, nil)
 	state, err := routing.NewMemoryState(ctx, routing.StateOptions{Now: clock.Now})
 	if err != nil {
 		b.Fatal(err)
 	}
-	g.SetStrategies(routing.NewRegistry(rand.New(rand.NewPCG(3, 4)), state), state)
 	env.pins = affinity.NewPins(clock, func() time.Duration { return affinity.DefaultTTL }, benchPinStore{})
 	ls := leases.New(leases.NewMemStore(), clock)
 	if mix == "spec" && n > 1 {
@@ -167,7 +156,13 @@ func newBenchEnvAt(b testing.TB, n int, strategy, mix, baseURL string) *benchEnv
 			b.Fatal(err)
 		}
 	}
-	g.SetTraffic(&Traffic{Pins: env.pins, Leases: ls, Doc: func() *resilience.Document { return &doc }})
+	g, err := New(ctx, Deps{Clock: clock, Registry: reg, Upstream: NewUpstream(nil, "bench"),
+		Selector: accounts.NewSelector(rand.New(rand.NewPCG(1, 2))), Resilience: res,
+		Strategies: routing.NewRegistry(rand.New(rand.NewPCG(3, 4)), state), RouteState: state,
+		Traffic: &Traffic{Pins: env.pins, Leases: ls, Doc: func() *resilience.Document { return &doc }}})
+	if err != nil {
+		b.Fatal(err)
+	}
 	set := DefaultSettings()
 	set.FallbackStrategy = strategy
 	g.SetSettings(set)

@@ -118,13 +118,13 @@ func (h attemptHandle) finish(now time.Time, res result) {
 	a.UpstreamStatus = res.status
 	switch {
 	case res.ok:
-		a.Outcome = "success"
+		a.Outcome = OutcomeSuccess
 		if a.UpstreamStatus == 0 {
 			a.UpstreamStatus = 200
 		}
 		h.rec.UpstreamMs = a.LatencyMs
 	case res.gone:
-		a.Outcome = "client_abort"
+		a.Outcome = attemptClientAbort
 	default:
 		a.Detail = res.message
 		if res.detail != "" {
@@ -151,9 +151,9 @@ func (r *LogRecord) noteOutcome(o resilience.Outcome) {
 func (r *LogRecord) served(t target, c *services.Connection, attempts int) {
 	r.Provider, r.Model, r.ConnectionID = t.provider.ID, t.model, c.ID
 	r.Status = 200
-	r.Outcome = "success"
+	r.Outcome = OutcomeSuccess
 	if attempts > 1 {
-		r.Outcome = "failover"
+		r.Outcome = OutcomeFailover
 	}
 }
 
@@ -164,19 +164,6 @@ func (r *LogRecord) addCounts(u translate.Usage) {
 	}
 	r.PromptTokens, r.CompletionTok, r.CachedTokens, r.ReasoningTokens = u.PromptTokens, u.CompletionTokens, u.CachedTokens, u.ReasoningTokens
 	r.CacheWriteTokens = u.CacheWriteTokens
-}
-
-func (r *LogRecord) addUsage(u *usage) {
-	if u == nil {
-		return
-	}
-	r.PromptTokens, r.CompletionTok = u.PromptTokens, u.CompletionTokens
-	if u.PromptTokensDetails != nil {
-		r.CachedTokens = u.PromptTokensDetails.CachedTokens
-	}
-	if u.CompletionTokensDetails != nil {
-		r.ReasoningTokens = u.CompletionTokensDetails.ReasoningTokens
-	}
 }
 
 // finish fills the timing and the final status from the client writer.
@@ -192,8 +179,8 @@ func (r *LogRecord) finish(now time.Time, out *clientWriter) {
 		r.StreamOutcome = out.streamEnd
 	}
 	if out.isGone || out.r.Context().Err() != nil {
-		if r.Outcome != "success" && r.Outcome != "failover" || out.streamEnd != "completed" && r.Stream {
-			r.Status, r.Outcome, r.ErrorCode = 499, "aborted", services.CodeClientClosedRequest
+		if r.Outcome != OutcomeSuccess && r.Outcome != OutcomeFailover || out.streamEnd != "completed" && r.Stream {
+			r.Status, r.Outcome, r.ErrorCode = 499, OutcomeAborted, services.CodeClientClosedRequest
 			if r.Stream {
 				r.StreamOutcome = "aborted"
 			}
@@ -207,14 +194,11 @@ func (r *LogRecord) finish(now time.Time, out *clientWriter) {
 // LogRejected records a request refused before routing (auth, limits, body,
 // validation, resolution), so every client request has a log row.
 func (g *Gateway) LogRejected(id, clientRequestID string, key services.APIKey, endpoint, model string, stream bool, received time.Time, e *services.GatewayError) {
-	if g.logs == nil {
-		return
-	}
 	r := &LogRecord{ID: id, CreatedAt: received, ClientRequestID: clientRequestID, KeyID: key.ID, KeyName: key.Name, KeyPrefix: key.Prefix,
-		Endpoint: endpoint, Stream: stream, RequestedModel: model, Status: e.HTTPStatus(), ErrorCode: e.Code, Outcome: "client_error",
+		Endpoint: endpoint, Stream: stream, RequestedModel: model, Status: e.HTTPStatus(), ErrorCode: e.Code, Outcome: OutcomeClientError,
 		LatencyMs: g.clock.Now().Sub(received).Milliseconds()}
 	if e.HTTPStatus() >= 500 {
-		r.Outcome = "upstream_error"
+		r.Outcome = OutcomeUpstreamError
 	}
 	g.logs.Record(r)
 }
@@ -222,11 +206,8 @@ func (g *Gateway) LogRejected(id, clientRequestID string, key services.APIKey, e
 // LogCount records a count_tokens request: status 200, the upstream that
 // counted (none when counted locally) and the estimate warning.
 func (g *Gateway) LogCount(req *Request, res CountResult) {
-	if g.logs == nil {
-		return
-	}
 	r := newLogRecord(req)
-	r.Status, r.Outcome = 200, "success"
+	r.Status, r.Outcome = 200, OutcomeSuccess
 	if req.Route.Combo != nil {
 		r.ComboName, r.Strategy = req.Route.Combo.Name, req.Route.Combo.Strategy
 	}

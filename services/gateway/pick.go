@@ -236,12 +236,7 @@ func (e *pickEntry) leasesValid(lnow time.Time) bool {
 }
 
 // leaseService is the lease service pick consults, nil when none.
-func (g *Gateway) leaseService() *leases.Leases {
-	if g.traffic == nil {
-		return nil
-	}
-	return g.traffic.Leases
-}
+func (g *Gateway) leaseService() *leases.Leases { return g.traffic.Leases }
 
 // pickEntryFor returns a valid entry for (provider, model), building one
 // when the cached one is stale.
@@ -415,7 +410,7 @@ type pickScratch struct {
 // pinID is g.pinID, remembering the last id it hashed: a request asks for
 // the same (key, provider, session) at every pick.
 func (sc *pickScratch) pinID(g *Gateway, req *Request, provider string) string {
-	if req.SessionKey == "" || req.LeaseConnID != "" || g.traffic == nil || g.traffic.Pins == nil {
+	if req.SessionKey == "" || req.LeaseConnID != "" || g.traffic.Pins == nil {
 		return ""
 	}
 	if g.traffic.Doc().SessionAffinity.TTLMs <= 0 {

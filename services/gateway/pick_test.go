@@ -104,7 +104,7 @@ func newPickEnv(t *testing.T, n int, seed uint64) *pickEnv {
 		c.Enabled = env.lockOn
 		return c
 	}, nil, nil, nil)
-	breakers := resilience.NewBreakers(env.clock, func() resilience.BreakerConfig { return bc }, benchBreakerStore{}, nil)
+	breakers := resilience.NewBreakers(env.clock, func() resilience.BreakerConfig { return bc }, resilience.NewMemoryBreakerStore(), nil)
 	gate := resilience.NewWindowGate(env.clock, func() resilience.WindowGateConfig { return wc })
 	res := resilience.NewEngine(env.clock, resilience.NewClassifier(nil, nil, env.clock.Now, nil), breakers, gate, env.cd, env.lo,
 		func() *resilience.Document { return &doc }, func() resilience.EgressLockConfig { return ec })
@@ -114,12 +114,14 @@ func newPickEnv(t *testing.T, n int, seed uint64) *pickEnv {
 	}
 	env.selA = accounts.NewSelector(rand.New(rand.NewPCG(seed, 1)))
 	env.selB = accounts.NewSelector(rand.New(rand.NewPCG(seed, 1)))
-	env.g = New(env.clock, env.reg, nil, env.selA, res, nil, env.obs)
 	env.q = quota.New(quota.Options{Clock: env.clock, MaxStale: func() time.Duration { return env.maxStale }})
-	env.g.SetQuota(env.q)
 	env.ls = leases.New(leases.NewMemStore(), env.clock)
 	env.pins = affinity.NewPins(env.clock, func() time.Duration { return time.Minute }, benchPinStore{})
-	env.g.SetTraffic(&Traffic{Pins: env.pins, Leases: env.ls, Doc: func() *resilience.Document { return &doc }})
+	if env.g, err = New(ctx, Deps{Clock: env.clock, Registry: env.reg, Upstream: NewUpstream(nil, "test"), Selector: env.selA,
+		Resilience: res, Observer: env.obs, Quota: env.q,
+		Traffic: &Traffic{Pins: env.pins, Leases: env.ls, Doc: func() *resilience.Document { return &doc }}}); err != nil {
+		t.Fatal(err)
+	}
 	env.keys = []services.APIKey{
 		{ID: "k-plain", Enabled: true, Scopes: []string{services.ScopeInference}},
 		{ID: "k-a", Enabled: true, Scopes: []string{services.ScopeInference, services.ScopeLeaseExclusive}, AllowedConnections: ids},
@@ -383,7 +385,7 @@ func (env *pickEnv) randomCase(r *rand.Rand) pickCase {
 		p, _ = s.Catalogue.Get("other")
 	}
 	c := pickCase{t: target{provider: p, model: "m1"}, record: r.IntN(4) > 0, set: DefaultSettings()}
-	strategies := accounts.Strategies()
+	strategies := []string{accounts.FillFirst, accounts.RoundRobin, accounts.P2C, accounts.Random, accounts.LeastUsed, accounts.StrictRandom}
 	c.set.FallbackStrategy = strategies[r.IntN(len(strategies))]
 	c.set.StickyLimit = 1 + r.IntN(3)
 	if r.IntN(5) == 0 {

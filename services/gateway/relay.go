@@ -114,9 +114,9 @@ type relayStore struct {
 	shared *relayFleet
 }
 
-// UseHandoffStore loads the live handoff records and writes every later
+// loadHandoffs loads the live handoff records and writes every later
 // change through store.
-func (g *Gateway) UseHandoffStore(ctx context.Context, store HandoffStore) error {
+func (g *Gateway) loadHandoffs(ctx context.Context, store HandoffStore) error {
 	now := g.clock.Now()
 	if _, err := store.DeleteExpiredHandoffs(ctx, now); err != nil {
 		return err
@@ -155,9 +155,7 @@ func (g *Gateway) saveHandoff(h Handoff) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := store.SaveHandoff(ctx, h); err != nil {
-			if g.log != nil {
-				g.log.Error("save context handoff", "err", err)
-			}
+			g.log.Load().Error("save context handoff", "err", err)
 			return
 		}
 		g.announceHandoff(ctx, h.ID)
@@ -286,9 +284,7 @@ func (g *Gateway) summarise(sr *Request, lines string) (*handoff, bool) {
 	mw := newMemWriter()
 	rec := g.serve(mw, hr, sr)
 	rec.Endpoint = "internal:context-relay"
-	if g.logs != nil {
-		g.logs.Record(rec)
-	}
+	g.logs.Record(rec)
 	if mw.status != http.StatusOK {
 		return nil, false
 	}

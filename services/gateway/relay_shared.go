@@ -49,8 +49,9 @@ type relayFleet struct {
 // ShareHandoffs makes the relay one replica of a fleet sharing the handoff
 // store: record writes are published on feed, the other replicas' records
 // are read when they announce them, a record missing here is read through,
-// and summaries are claimed in the store. Call it after UseHandoffStore,
-// before traffic. onErr (may be nil) sees failed publishes and reads.
+// and summaries are claimed in the store. Call it after New (which loads
+// Deps.Handoffs), before traffic. onErr (may be nil) sees failed publishes
+// and reads.
 func (g *Gateway) ShareHandoffs(store HandoffFleet, feed services.ChangeFeed, onErr func(error)) {
 	g.relay.mu.Lock()
 	g.relay.shared = &relayFleet{store: store, feed: feed, onErr: onErr, miss: map[string]time.Time{}}

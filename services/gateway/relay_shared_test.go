@@ -77,7 +77,7 @@ func (m *memHandoffs) readCount() int {
 func relayReplica(t *testing.T, clock *pickClock, store *memHandoffs, feed services.ChangeFeed) *Gateway {
 	t.Helper()
 	g := &Gateway{clock: clock}
-	if err := g.UseHandoffStore(context.Background(), store); err != nil {
+	if err := g.loadHandoffs(context.Background(), store); err != nil {
 		t.Fatal(err)
 	}
 	g.ShareHandoffs(store, feed, func(err error) { t.Error(err) })

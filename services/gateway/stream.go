@@ -154,7 +154,7 @@ func (r *streamRelay) start(watchdogCfg func() (WatchdogConfig, int)) {
 // response of a stream that starts; nil when the attempt has ended (a
 // transport error, an error status, or the guard).
 func (r *streamRelay) send(g *Gateway, t *target, c *services.Connection, path string, body []byte) *http.Response {
-	resp, err := g.send(r.ctx, *t, c, path, body, true)
+	resp, err := g.send(r.ctx, *t, c, path, body, true, r.out.req.AnthropicBeta)
 	if err != nil {
 		r.headers(nil, err, nil)
 		return nil

@@ -149,8 +149,5 @@ func (t *ToolLimits) Clear(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// SetToolLimits installs the learned tool limits.
-func (g *Gateway) SetToolLimits(t *ToolLimits) { g.tools = t }
-
 // ToolLimits returns the learned tool limits.
 func (g *Gateway) ToolLimits() *ToolLimits { return g.tools }

@@ -16,7 +16,9 @@ import (
 // Traffic holds the admission and placement mechanisms of the request path:
 // connection slots (§8), the request queue (§10), session-affinity pins (§5)
 // and exclusive leases (§6). Slots and Queues are the shared-state
-// interfaces (in-process *traffic.Slots and *traffic.Queues by default).
+// interfaces (in-process *traffic.Slots and *traffic.Queues by default). A
+// nil field switches its mechanism off; Doc is the resilience settings
+// document (nil: the defaults).
 type Traffic struct {
 	Slots  traffic.SlotStore
 	Queues traffic.RateStore
@@ -24,9 +26,6 @@ type Traffic struct {
 	Leases *leases.Leases
 	Doc    func() *resilience.Document
 }
-
-// SetTraffic installs the traffic mechanisms (nil fields are skipped).
-func (g *Gateway) SetTraffic(t *Traffic) { g.traffic = t }
 
 func queueConfig(doc *resilience.Document) traffic.QueueConfig {
 	q := doc.RequestQueue
@@ -63,9 +62,6 @@ func (a *admission) done() {
 func (g *Gateway) admit(ctx context.Context, t target, c *services.Connection, req *Request) (*admission, error) {
 	a := &admission{}
 	tr := g.traffic
-	if tr == nil {
-		return a, nil
-	}
 	doc := tr.Doc()
 	if tr.Slots != nil && doc.ConnectionConcurrency.Enabled && c.MaxConcurrent != nil && *c.MaxConcurrent > 0 {
 		release, _, err := tr.Slots.Acquire(ctx, c.ID, *c.MaxConcurrent)
@@ -99,7 +95,7 @@ func (g *Gateway) admit(ctx context.Context, t target, c *services.Connection, r
 // learn feeds upstream rate-limit headers to the queue of a protected
 // connection. The response is already decided, so a store error is counted.
 func (g *Gateway) learn(ctx context.Context, a *admission, status int, h http.Header) {
-	if a == nil || a.queueKey == "" || g.traffic == nil || g.traffic.Queues == nil || h == nil {
+	if a == nil || a.queueKey == "" || g.traffic.Queues == nil || h == nil {
 		return
 	}
 	var err error
@@ -125,7 +121,7 @@ func localLimit(ctx context.Context, err error) result {
 
 // pinID is the affinity pin of this request on a provider, "" when off.
 func (g *Gateway) pinID(req *Request, provider string) string {
-	if req.SessionKey == "" || req.LeaseConnID != "" || g.traffic == nil || g.traffic.Pins == nil {
+	if req.SessionKey == "" || req.LeaseConnID != "" || g.traffic.Pins == nil {
 		return ""
 	}
 	if g.traffic.Doc().SessionAffinity.TTLMs <= 0 {
@@ -137,7 +133,7 @@ func (g *Gateway) pinID(req *Request, provider string) string {
 // heldByOthers reports a connection leased by another key (unmanaged
 // traffic never dispatches to it).
 func (g *Gateway) heldByOthers(connID string, req *Request) bool {
-	if g.traffic == nil || g.traffic.Leases == nil || req.LeaseConnID != "" {
+	if g.traffic.Leases == nil || req.LeaseConnID != "" {
 		return false
 	}
 	return g.traffic.Leases.HeldByOthers(connID, req.Key.ID)

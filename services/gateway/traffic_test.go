@@ -43,9 +43,7 @@ func admitEnv(tr *Traffic) (*Gateway, *storeErrors) {
 	doc.ConnectionConcurrency.Enabled = true
 	tr.Doc = func() *resilience.Document { return &doc }
 	obs := &storeErrors{}
-	g := &Gateway{obs: obs}
-	g.SetTraffic(tr)
-	return g, obs
+	return &Gateway{obs: obs, traffic: tr}, obs
 }
 
 // A shared slot or queue store that cannot answer never fails the request

@@ -19,12 +19,11 @@ type WatchdogConfig struct {
 // Watchdog judges the useful-text throughput of one stream attempt. It is
 // data checked against the time it is given: no timers of its own.
 type Watchdog struct {
-	cfg        WatchdogConfig
-	headersAt  time.Time
-	protected  bool
-	protEnded  time.Time
-	samples    []wdSample
-	windowSize int
+	cfg       WatchdogConfig
+	headersAt time.Time
+	protected bool
+	protEnded time.Time
+	samples   []wdSample
 }
 
 type wdSample struct {
@@ -130,6 +129,3 @@ func nativeUseful(format services.WireFormat, data []byte) (useful int, protecte
 	}
 	return useful, protected && useful == 0
 }
-
-// SetWatchdog installs the watchdog and early-retry settings source.
-func (g *Gateway) SetWatchdog(cfg func() (WatchdogConfig, int)) { g.watchdogCfg = cfg }

@@ -102,5 +102,6 @@ func (e *Engine) DropConnection(id string) { e.Cooldowns.Forget(id) }
 // ActiveLockouts counts the active model lockouts (enforced or not).
 func (e *Engine) ActiveLockouts() int { return e.Lockouts.Count() }
 
-// Flush writes coalesced breaker counts (at shutdown).
-func (e *Engine) Flush(ctx context.Context) error { return e.Breakers.Flush(ctx) }
+// Flush writes everything the decisions deferred (at shutdown): coalesced
+// diagnostics, batched breaker leaks, rows applied locally.
+func (e *Engine) Flush(ctx context.Context) error { return e.FlushDecisions(ctx, true) }

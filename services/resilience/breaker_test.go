@@ -33,72 +33,12 @@ func bkDefaults() resilience.BreakerConfig {
 	}
 }
 
-// bkMemStore is an in-memory BreakerStore that counts its writes.
-type bkMemStore struct {
-	mu      sync.Mutex
-	rows    map[string]resilience.BreakerSnapshot
-	saves   int
-	deletes int
-	fail    error
-}
+// bkMemStore is the memory BreakerStore with the helpers these tests use.
+type bkMemStore struct{ *resilience.MemoryBreakerStore }
 
-func newBkMemStore() *bkMemStore { return &bkMemStore{rows: map[string]resilience.BreakerSnapshot{}} }
+func newBkMemStore() *bkMemStore { return &bkMemStore{resilience.NewMemoryBreakerStore()} }
 
-func (s *bkMemStore) LoadBreakers(context.Context) ([]resilience.BreakerSnapshot, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]resilience.BreakerSnapshot, 0, len(s.rows))
-	for _, r := range s.rows {
-		out = append(out, r)
-	}
-	return out, nil
-}
-
-func (s *bkMemStore) SaveBreaker(_ context.Context, snap resilience.BreakerSnapshot) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.fail != nil {
-		return s.fail
-	}
-	s.saves++
-	s.rows[snap.Name] = snap
-	return nil
-}
-
-func (s *bkMemStore) DeleteBreaker(_ context.Context, name string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.fail != nil {
-		return s.fail
-	}
-	s.deletes++
-	delete(s.rows, name)
-	return nil
-}
-
-func (s *bkMemStore) DeleteAllBreakers(context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.fail != nil {
-		return s.fail
-	}
-	s.deletes += len(s.rows)
-	clear(s.rows)
-	return nil
-}
-
-func (s *bkMemStore) row(name string) (resilience.BreakerSnapshot, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, ok := s.rows[name]
-	return r, ok
-}
-
-func (s *bkMemStore) counts() (saves, deletes int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.saves, s.deletes
-}
+func (s *bkMemStore) row(name string) (resilience.BreakerSnapshot, bool) { return s.Row(name) }
 
 type bkEnv struct {
 	clock *testkit.FakeClock
@@ -326,8 +266,8 @@ func TestBreakerB5UncountedFailuresUntouched(t *testing.T) {
 	if s.LastFailureAt != nil || s.LastFailureReason != "" {
 		t.Fatalf("last failure recorded: %+v", s)
 	}
-	if saves, deletes := e.store.counts(); saves+deletes != 0 || len(e.br.All()) != 0 {
-		t.Fatalf("store touched: %d saves %d deletes; All %v", saves, deletes, e.br.All())
+	if ops := e.store.Ops(); ops != 0 || len(e.br.All()) != 0 {
+		t.Fatalf("store touched: %d writes; All %v", ops, e.br.All())
 	}
 }
 
@@ -493,73 +433,66 @@ func TestBreakerLocalDerivedDegradation(t *testing.T) {
 	wantBkStatus(t, e.br.Status(p), resilience.BreakerOpen, 2, 0, 15_000)
 }
 
-func TestBreakerCountOnlyWritesCoalesced(t *testing.T) {
+// Counted failures reach the store at once, each one an increment (the
+// fleet's count is exact: scale-out §3.4 row 2); the success leak is
+// batched to one write per second, except when it ends DEGRADED, and Flush
+// writes what is pending.
+func TestBreakerCountedFailuresExactLeakBatched(t *testing.T) {
 	e := newBkEnv(t)
 	const p = "deepseek"
-	e.fail(t, p, services.AuthAPIKey) // first change: written at once
-	if row, ok := e.store.row(p); !ok || row.FailureCount != 1 {
-		t.Fatalf("first count not written: %+v %v", row, ok)
-	}
-	for i := 2; i <= 5; i++ {
+	for i := 1; i <= 7; i++ {
 		e.clock.Advance(100 * time.Millisecond)
 		e.fail(t, p, services.AuthAPIKey)
+		if row, ok := e.store.row(p); !ok || row.FailureCount != i {
+			t.Fatalf("after %d counted failures the row holds %+v %v", i, row, ok)
+		}
 	}
-	if saves, _ := e.store.counts(); saves != 1 {
-		t.Fatalf("%d saves within one second, want 1", saves)
+	if row, _ := e.store.row(p); row.State != resilience.BreakerDegraded {
+		t.Fatalf("7th failure: row %+v, want DEGRADED", row)
 	}
-	if row, _ := e.store.row(p); row.FailureCount != 1 {
-		t.Fatalf("row count %d, want still 1", row.FailureCount)
-	}
-	e.clock.Set(bkAt(1000)) // one second after the first write
-	e.fail(t, p, services.AuthAPIKey)
-	if row, _ := e.store.row(p); row.FailureCount != 6 {
-		t.Fatalf("row count %d after the next event ≥ 1 s later, want 6", row.FailureCount)
-	}
-	// Transitions are never coalesced: the 7th failure (DEGRADED) is written
-	// at once although the last write is only 10 ms old.
-	e.clock.Advance(10 * time.Millisecond)
-	e.fail(t, p, services.AuthAPIKey)
-	if row, _ := e.store.row(p); row.State != resilience.BreakerDegraded || row.FailureCount != 7 {
+	_, _, gen, _ := e.br.Allow(p, services.AuthAPIKey)
+	e.br.Success(p, gen, false) // 6 < 7: DEGRADED → CLOSED, written at once
+	if row, _ := e.store.row(p); row.State != resilience.BreakerClosed || row.FailureCount != 6 {
 		t.Fatalf("transition not written through: %+v", row)
 	}
-	// A pending count-only change is written by Flush.
 	e.clock.Advance(10 * time.Millisecond)
-	_, _, gen, _ := e.br.Allow(p, services.AuthAPIKey)
-	e.br.Success(p, gen, false) // 6 < 7: DEGRADED → CLOSED, a transition
+	e.br.Success(p, gen, false)
 	e.clock.Advance(10 * time.Millisecond)
-	e.br.Success(p, gen, false) // count only: 5
+	e.br.Success(p, gen, false)
 	if row, _ := e.store.row(p); row.FailureCount != 6 {
-		t.Fatalf("row count %d, want 6 before the flush", row.FailureCount)
+		t.Fatalf("row count %d within a second of the last leak, want still 6", row.FailureCount)
 	}
+	wantBkStatus(t, e.br.Status(p), resilience.BreakerClosed, 4, 0, 0)
 	if err := e.br.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if row, _ := e.store.row(p); row.FailureCount != 5 || row.State != resilience.BreakerClosed {
+	if row, _ := e.store.row(p); row.FailureCount != 4 || row.State != resilience.BreakerClosed {
 		t.Fatalf("after Flush: %+v", row)
 	}
-	saves, _ := e.store.counts()
+	ops := e.store.Ops()
 	if err := e.br.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if again, _ := e.store.counts(); again != saves {
+	if e.store.Ops() != ops {
 		t.Fatal("Flush rewrote a clean breaker")
+	}
+	e.clock.Advance(time.Second)
+	e.br.Success(p, gen, false) // a second after the last leak: written at once
+	if row, _ := e.store.row(p); row.FailureCount != 3 {
+		t.Fatalf("row count %d, want 3", row.FailureCount)
 	}
 }
 
 func TestBreakerStoreErrorRetriedOnFlush(t *testing.T) {
 	e := newBkEnv(t)
 	const p = "deepseek"
-	e.store.mu.Lock()
-	e.store.fail = errors.New("disk full")
-	e.store.mu.Unlock()
+	e.store.SetFailure(errors.New("disk full"))
 	e.fail(t, p, services.AuthAPIKey)
 	wantBkStatus(t, e.br.Status(p), resilience.BreakerClosed, 1, 0, 0) // memory is authoritative
 	if err := e.br.Flush(context.Background()); err == nil {
 		t.Fatal("Flush hid the store error")
 	}
-	e.store.mu.Lock()
-	e.store.fail = nil
-	e.store.mu.Unlock()
+	e.store.SetFailure(nil)
 	if err := e.br.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}

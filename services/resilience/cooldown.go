@@ -25,16 +25,35 @@ import (
 // they return; no lock spans two connections.
 
 // ConnectionStateStore persists the resilience columns of connections
-// (rate_limited_until … last_reject_at). models.ConnectionStateStore is the
-// SQLite implementation, MemoryConnectionStateStore the in-memory one.
+// (rate_limited_until … last_reject_at) with their compare-and-set version
+// (state_version). models.ConnectionStateStore implements it on SQLite and
+// PostgreSQL, MemoryConnectionStateStore in memory. Only decisions move the
+// version; diagnostics never do.
 type ConnectionStateStore interface {
-	// LoadConnectionStates returns the state of every connection, by id.
-	LoadConnectionStates(ctx context.Context) (map[string]services.ConnectionState, error)
-	// SaveConnectionState writes the state columns of one connection (never
-	// its credentials or configuration); services.ErrNotFound for an unknown id.
-	SaveConnectionState(ctx context.Context, id string, st services.ConnectionState) error
+	// LoadStates returns the state of every connection, by id.
+	LoadStates(ctx context.Context) (map[string]VersionedState, error)
+	// LoadState returns one connection's state; services.ErrNotFound for
+	// an unknown id.
+	LoadState(ctx context.Context, id string) (VersionedState, error)
+	// CompareAndSaveState writes the state columns of connection id (never
+	// its credentials or configuration) and bumps its version, when the
+	// stored version is expect (expect < 0: whatever it is). It returns the
+	// row after the call: the new version when swapped, else the stored
+	// state that differs. services.ErrNotFound for an unknown id.
+	CompareAndSaveState(ctx context.Context, id string, expect int64, st services.ConnectionState) (cur VersionedState, swapped bool, err error)
+	// SaveDiagnostics writes last_error, last_error_reason,
+	// last_error_status, error_code and last_error_at of st unless the
+	// stored last_error_at is later (monotone), leaving the version alone.
+	// A missing row is not an error.
+	SaveDiagnostics(ctx context.Context, id string, st services.ConnectionState) error
 	// SetEnabled switches a connection on or off (autoDisableBannedAccounts).
 	SetEnabled(ctx context.Context, id string, enabled bool) error
+}
+
+// VersionedState is a connection's state with its compare-and-set version.
+type VersionedState struct {
+	State   services.ConnectionState
+	Version int64
 }
 
 // Ladder constants of §4.3 and the fixed penalties of §1.4.
@@ -106,7 +125,8 @@ type CooldownEffect struct {
 }
 
 // Cooldowns holds the connection cooldowns, backoff levels, counters and
-// terminal states of every connection.
+// terminal states of every connection: the mirror of the store's rows, read
+// lock-free (see decisions.go for how a fleet shares it).
 type Cooldowns struct {
 	clock   services.Clock
 	cfg     func() CooldownConfig
@@ -117,6 +137,13 @@ type Cooldowns struct {
 	// state (and after a connection is forgotten), so a reader that cached
 	// what Flags, Cooling and BackoffLevel answered knows when to ask again.
 	version atomic.Uint64
+
+	pub   publisher
+	guard storeGuard
+	// pending counts entries with deferred diagnostics, dirty those applied
+	// locally only; Flush skips its scan while both are zero.
+	pending atomic.Int64
+	dirty   atomic.Int64
 }
 
 // Version changes after every write that can change what Flags, Cooling
@@ -129,11 +156,21 @@ func (c *Cooldowns) Version() uint64 { return c.version.Load() }
 type cooldownEntry struct {
 	mu    sync.Mutex // serialises writers of this connection
 	state atomic.Pointer[services.ConnectionState]
-	gone  bool // forgotten (connection deleted); guarded by mu
+	// ver is the store version the mirror holds (written under mu, read
+	// without it by the feed's not-newer check).
+	ver  atomic.Int64
+	gone bool // forgotten (connection deleted); guarded by mu
 	// episodeAt is when the running cooldown began, zero when unknown (loaded
 	// or replaced state); guarded by mu. The egress lock measures its floor
 	// from it, so a repeat within one episode does not push the deadline.
 	episodeAt time.Time
+	// Guarded by mu: dirty = the mirror holds a decision the store lacks;
+	// diag = diagnostics newer than the store's, diagSeen = still so at the
+	// previous flush; lastWrite = the last store write of the row.
+	dirty     bool
+	diag      bool
+	diagSeen  bool
+	lastWrite time.Time
 }
 
 func (e *cooldownEntry) snapshot() services.ConnectionState {
@@ -163,7 +200,7 @@ func NewCooldowns(clock services.Clock, cfg func() CooldownConfig, store Connect
 // Load replaces the in-memory state with the stored one (at start). A
 // deadline that passed meanwhile is simply expired when read.
 func (c *Cooldowns) Load(ctx context.Context) error {
-	states, err := c.store.LoadConnectionStates(ctx)
+	states, err := c.store.LoadStates(ctx)
 	if err != nil {
 		return fmt.Errorf("resilience: load connection states: %w", err)
 	}
@@ -173,8 +210,8 @@ func (c *Cooldowns) Load(ctx context.Context) error {
 		}
 		return true
 	})
-	for id, st := range states {
-		c.Replace(id, st)
+	for id, vs := range states {
+		c.replace(id, vs)
 	}
 	return nil
 }
@@ -239,12 +276,26 @@ func (c *Cooldowns) Cooling(id string) (until time.Time, cooling bool) {
 
 // Replace sets the in-memory state of connection id without writing it:
 // for a created connection, or after new credentials were stored together
-// with the cleared state (the connection store wrote the row).
+// with the cleared state (the connection store wrote the row). The version
+// the mirror holds is kept.
 func (c *Cooldowns) Replace(id string, st services.ConnectionState) {
 	e := c.entry(id)
 	e.mu.Lock()
 	st = cloneConnectionState(st)
 	e.state.Store(&st)
+	e.gone = false
+	e.episodeAt = time.Time{}
+	e.mu.Unlock()
+	c.version.Add(1)
+}
+
+// replace sets the mirror of id to a stored row.
+func (c *Cooldowns) replace(id string, vs VersionedState) {
+	e := c.entry(id)
+	e.mu.Lock()
+	st := cloneConnectionState(vs.State)
+	e.state.Store(&st)
+	e.ver.Store(vs.Version)
 	e.gone = false
 	e.episodeAt = time.Time{}
 	e.mu.Unlock()
@@ -260,6 +311,11 @@ func (c *Cooldowns) Forget(id string) {
 	e := v.(*cooldownEntry)
 	e.mu.Lock()
 	e.gone = true
+	if e.dirty {
+		e.dirty = false
+		c.dirty.Add(-1)
+	}
+	c.clearDiag(e)
 	e.mu.Unlock()
 	c.version.Add(1)
 }
@@ -355,9 +411,14 @@ func terminalOf(cls Classification) string {
 // effective scope, after the lockout override: a timed penalty is written
 // only for ScopeConnection, while last_error* is recorded for every scope.
 // caller_error, client_abort and local_limit change nothing (BD 2), and a
-// terminal connection is never rewritten. The write reaches the store
-// before Apply returns; a store error is logged and memory keeps the new
-// state.
+// terminal connection is never rewritten.
+//
+// The decision is computed from the mirror and written with a
+// compare-and-set before Apply returns (a conflict re-reads and
+// recomputes, so concurrent failures on several replicas make one
+// episode); a failure the mirror shows inside an open episode only
+// restates diagnostics, which are coalesced. A store error is logged and
+// memory keeps the new state (reconciled later).
 func (c *Cooldowns) Apply(ctx context.Context, info ConnInfo, cls Classification) CooldownEffect {
 	switch cls.Reason {
 	case ReasonCallerError, ReasonClientAbort, ReasonLocalLimit:
@@ -368,11 +429,31 @@ func (c *Cooldowns) Apply(ctx context.Context, info ConnInfo, cls Classification
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := c.now()
-	old := e.snapshot()
+	var (
+		eff     CooldownEffect
+		episode bool
+	)
+	old, st, changed, _ := c.decide(ctx, e, info.ID, now, false, func(old services.ConnectionState) services.ConnectionState {
+		var st services.ConnectionState
+		st, eff, episode = c.failureState(old, info, cls, now)
+		return st
+	})
+	if changed {
+		if episode {
+			e.episodeAt = now
+		}
+		c.enteredTerminal(ctx, info, old, st)
+	}
+	return eff
+}
+
+// failureState is the §4 state machine: the state after one classified
+// failure at now, its effect, and whether it opened a cooldown episode.
+func (c *Cooldowns) failureState(old services.ConnectionState, info ConnInfo, cls Classification, now time.Time) (services.ConnectionState, CooldownEffect, bool) {
 	cooling := coolingAt(old, now)
 	if old.TerminalStatus != "" {
 		// BD 4: a terminal connection is never rewritten by a later failure.
-		return effectOf(old, now, !cooling, false)
+		return old, effectOf(old, now, !cooling, false), false
 	}
 	prof, cfg := c.profile(info.Profile)
 	prevErrAt := old.LastErrorAt
@@ -382,12 +463,10 @@ func (c *Cooldowns) Apply(ctx context.Context, info ConnInfo, cls Classification
 
 	if term := terminalOf(cls); term != "" {
 		enterTerminal(&st, term, now)
-		c.commit(ctx, e, info, old, st)
-		return effectOf(st, now, !cooling, true)
+		return st, effectOf(st, now, !cooling, true), false
 	}
 	if cls.Scope != ScopeConnection {
-		c.commit(ctx, e, info, old, st)
-		return effectOf(st, now, !cooling, false)
+		return st, effectOf(st, now, !cooling, false), false
 	}
 	if cooling {
 		// Episode (BD 3, §4.2): no level or counter change, never shorter;
@@ -399,8 +478,7 @@ func (c *Cooldowns) Apply(ctx context.Context, info ConnInfo, cls Classification
 				st.CooldownReason = string(cls.Reason)
 			}
 		}
-		c.commit(ctx, e, info, old, st)
-		return effectOf(st, now, false, false)
+		return st, effectOf(st, now, false, false), false
 	}
 
 	var cooldownMs int64
@@ -435,8 +513,7 @@ func (c *Cooldowns) Apply(ctx context.Context, info ConnInfo, cls Classification
 		if count > ExpiredRetryMax {
 			st.LastError = scrubLastError(fmt.Sprintf("%d consecutive authentication failures; last: %s", count, st.LastError))
 			enterTerminal(&st, TerminalExpired, now)
-			c.commit(ctx, e, info, old, st)
-			return effectOf(st, now, true, true)
+			return st, effectOf(st, now, true, true), false
 		}
 		cooldownMs = authLadderBaseMs << (count - 1)
 	case cls.Reason == ReasonRequestRejected:
@@ -450,8 +527,7 @@ func (c *Cooldowns) Apply(ctx context.Context, info ConnInfo, cls Classification
 		if streak >= RejectStreakBan {
 			st.LastError = scrubLastError(fmt.Sprintf("%d consecutive request refusals within 24 h; last: %s", streak, st.LastError))
 			enterTerminal(&st, TerminalBanned, now)
-			c.commit(ctx, e, info, old, st)
-			return effectOf(st, now, true, true)
+			return st, effectOf(st, now, true, true), false
 		}
 		cooldownMs = rejectStreakFirstMs
 		if streak == 2 {
@@ -479,15 +555,15 @@ func (c *Cooldowns) Apply(ctx context.Context, info ConnInfo, cls Classification
 	if hint > 0 {
 		cooldownMs = hint.Milliseconds() // BD 6: a hint replaces every non-terminal default
 	}
+	episode := false
 	if !info.DisableCooling {
 		until := now.Add(time.Duration(cooldownMs) * time.Millisecond)
 		st.RateLimitedUntil = &until
 		st.CooldownReason = string(cls.Reason)
 		st.BackoffLevel = level
-		e.episodeAt = now
+		episode = true
 	}
-	c.commit(ctx, e, info, old, st)
-	return effectOf(st, now, true, false)
+	return st, effectOf(st, now, true, false), episode
 }
 
 // Success records a 2xx (or first useful stream byte) on connection id:
@@ -505,31 +581,32 @@ func (c *Cooldowns) Success(ctx context.Context, id string) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	old := e.snapshot()
-	if !hasRoutingState(old) {
-		return
-	}
-	st := old
-	clearRoutingState(&st)
-	c.commit(ctx, e, ConnInfo{ID: id}, old, st)
+	c.decide(ctx, e, id, c.now(), false, func(old services.ConnectionState) services.ConnectionState {
+		st := old
+		clearRoutingState(&st)
+		return st
+	})
 }
 
 // Reset is the admin reset (POST /api/connections/{id}/reset): every field
 // of §4 is cleared, the terminal state included. enabled is not changed.
+// The store is written first (whatever another replica decided meanwhile:
+// the admin's reset wins); an error leaves memory as it was.
 func (c *Cooldowns) Reset(ctx context.Context, id string) error {
 	e := c.entry(id)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	old := e.snapshot()
-	st := services.ConnectionState{TestStatus: old.TestStatus}
-	if err := c.store.SaveConnectionState(context.WithoutCancel(ctx), id, st); err != nil {
+	st := services.ConnectionState{TestStatus: e.snapshot().TestStatus}
+	wctx, cancel := decisionContext(ctx)
+	defer cancel()
+	cur, _, err := c.store.CompareAndSaveState(wctx, id, -1, st)
+	if err != nil {
 		if errors.Is(err, services.ErrNotFound) {
 			c.dropGone(id, e)
 		}
 		return fmt.Errorf("resilience: reset connection %s: %w", id, err)
 	}
-	e.state.Store(&st)
-	c.version.Add(1)
+	c.written(ctx, e, id, cur.Version, st, c.now())
 	return nil
 }
 
@@ -569,53 +646,199 @@ func (c *Cooldowns) ClearCooldownsDetailed(ctx context.Context, ids []string) (C
 		}
 		e := v.(*cooldownEntry)
 		e.mu.Lock()
-		old := e.snapshot()
-		switch {
-		case old.TerminalStatus != "":
-			res.SkippedTerminal = append(res.SkippedTerminal, id)
-		case !hasRoutingState(old):
-			res.Unchanged = append(res.Unchanged, id)
-		default:
+		var terminal bool
+		_, _, changed, err := c.decide(ctx, e, id, c.now(), true, func(old services.ConnectionState) services.ConnectionState {
+			terminal = old.TerminalStatus != ""
+			if terminal || !hasRoutingState(old) {
+				return old
+			}
 			st := old
 			clearRoutingState(&st)
-			if err := c.store.SaveConnectionState(context.WithoutCancel(ctx), id, st); err != nil {
-				e.mu.Unlock()
-				return res, fmt.Errorf("resilience: clear cooldown of %s: %w", id, err)
-			}
-			e.state.Store(&st)
-			c.version.Add(1)
-			res.Cleared = append(res.Cleared, id)
-		}
+			return st
+		})
 		e.mu.Unlock()
+		switch {
+		case err != nil:
+			return res, fmt.Errorf("resilience: clear cooldown of %s: %w", id, err)
+		case terminal:
+			res.SkippedTerminal = append(res.SkippedTerminal, id)
+		case changed:
+			res.Cleared = append(res.Cleared, id)
+		default:
+			res.Unchanged = append(res.Unchanged, id)
+		}
 	}
 	return res, nil
 }
 
-// commit publishes st and writes it through when it differs from old.
-// Called with e.mu held. The write ignores the request's cancellation: a
-// penalty decided must survive a client that went away meanwhile.
-func (c *Cooldowns) commit(ctx context.Context, e *cooldownEntry, info ConnInfo, old, st services.ConnectionState) {
-	if e.gone || connectionStateEqual(old, st) {
-		return
+// decide runs one decision on connection id, called with e.mu held:
+// compute gives the new state from the mirror's. A change of the routing
+// fields is written with a compare-and-set on the mirror's version; on a
+// conflict the stored row replaces the mirror and compute runs again on
+// it, at most casAttempts times, then the decision is applied locally. A
+// change of diagnostics only is coalesced (noteDiagnostics). It returns the
+// state before and after the final computation and whether the mirror
+// changed. admin: a store error is returned and nothing applied (the
+// caller answers the admin), instead of applying locally.
+func (c *Cooldowns) decide(ctx context.Context, e *cooldownEntry, id string, now time.Time, admin bool,
+	compute func(old services.ConnectionState) services.ConnectionState) (old, st services.ConnectionState, changed bool, err error) {
+	for attempt := 1; ; attempt++ {
+		old = e.snapshot()
+		st = compute(old)
+		if e.gone || connectionStateEqual(old, st) {
+			return old, st, false, nil
+		}
+		if sameDecision(old, st) {
+			c.noteDiagnostics(ctx, e, id, st, now)
+			return old, st, true, nil
+		}
+		if !admin && c.guard.down(now) {
+			c.applyLocally(e, id, st, "store unavailable")
+			return old, st, true, nil
+		}
+		wctx, cancel := decisionContext(ctx)
+		cur, swapped, werr := c.store.CompareAndSaveState(wctx, id, e.ver.Load(), st)
+		cancel()
+		switch {
+		case werr == nil && swapped:
+			c.guard.reset()
+			c.written(ctx, e, id, cur.Version, st, now)
+			return old, st, true, nil
+		case werr == nil:
+			// Another replica decided since the mirror saw the row: follow
+			// it, then decide again on what it holds.
+			c.adopt(e, cur)
+			if attempt < casAttempts {
+				continue
+			}
+			if admin {
+				return old, st, false, fmt.Errorf("resilience: connection %s: %w", id, services.ErrConflict)
+			}
+			c.applyLocally(e, id, st, "compare-and-set kept conflicting")
+			return old, st, true, nil
+		case errors.Is(werr, services.ErrNotFound):
+			c.dropGone(id, e)
+			return old, st, false, werr
+		case admin:
+			return old, st, false, werr
+		default:
+			c.guard.trip(now)
+			c.log.Error("persist connection state", "connectionId", id, "err", werr)
+			c.applyLocally(e, id, st, "")
+			return old, st, true, nil
+		}
 	}
+}
+
+// written publishes a decision the store took at version v. Called with
+// e.mu held.
+func (c *Cooldowns) written(ctx context.Context, e *cooldownEntry, id string, v int64, st services.ConnectionState, now time.Time) {
 	st = cloneConnectionState(st)
 	e.state.Store(&st)
-	c.version.Add(1)
-	wctx := context.WithoutCancel(ctx)
-	if err := c.store.SaveConnectionState(wctx, info.ID, st); err != nil {
-		if errors.Is(err, services.ErrNotFound) {
-			c.dropGone(info.ID, e)
-			return
-		}
-		c.log.Error("persist connection state", "connectionId", info.ID, "err", err)
+	e.ver.Store(v)
+	if e.dirty {
+		e.dirty = false
+		c.dirty.Add(-1)
 	}
-	if st.TerminalStatus != "" && old.TerminalStatus == "" {
-		c.log.Warn("connection entered a terminal state", "connectionId", info.ID, "provider", info.Provider,
-			"terminal", st.TerminalStatus, "reason", st.LastErrorReason, "status", st.LastErrorStatus)
-		if st.TerminalStatus == TerminalBanned && info.AutoDisableBanned {
-			if err := c.store.SetEnabled(wctx, info.ID, false); err != nil {
-				c.log.Error("auto-disable banned connection", "connectionId", info.ID, "err", err)
-			}
+	c.clearDiag(e)
+	e.lastWrite = now
+	c.version.Add(1)
+	c.pub.publish(ctx, services.Change{Kind: services.ChangeConnectionState, Key: id, Version: v, Payload: encodeState(st)})
+}
+
+// adopt replaces the mirror with a stored row (a conflict's re-read).
+// Called with e.mu held.
+func (c *Cooldowns) adopt(e *cooldownEntry, cur VersionedState) {
+	st := cloneConnectionState(cur.State)
+	if local := e.snapshot(); laterError(local, st) {
+		copyDiagnostics(&st, local)
+	}
+	e.state.Store(&st)
+	e.ver.Store(cur.Version)
+	e.episodeAt = time.Time{}
+	c.version.Add(1)
+}
+
+// applyLocally keeps a decision the store did not take in memory only and
+// marks the row for Reconcile. Called with e.mu held.
+func (c *Cooldowns) applyLocally(e *cooldownEntry, id string, st services.ConnectionState, why string) {
+	st = cloneConnectionState(st)
+	e.state.Store(&st)
+	if !e.dirty {
+		e.dirty = true
+		c.dirty.Add(1)
+	}
+	c.version.Add(1)
+	if why != "" {
+		c.log.Warn("connection state applied locally", "connectionId", id, "why", why)
+	}
+}
+
+// noteDiagnostics records a diagnostics-only change (a failure absorbed by
+// a running episode): in memory at once, in the store at most once per
+// diagnosticsInterval, without a version or a notification. Called with
+// e.mu held.
+func (c *Cooldowns) noteDiagnostics(ctx context.Context, e *cooldownEntry, id string, st services.ConnectionState, now time.Time) {
+	st = cloneConnectionState(st)
+	e.state.Store(&st)
+	if e.dirty {
+		return // Reconcile writes the whole row
+	}
+	if !e.lastWrite.IsZero() && now.Sub(e.lastWrite) < diagnosticsInterval || c.guard.down(now) {
+		if !e.diag {
+			e.diag = true
+			c.pending.Add(1)
+		}
+		return
+	}
+	_ = c.writeDiagnostics(ctx, e, id, st, now)
+}
+
+func (c *Cooldowns) writeDiagnostics(ctx context.Context, e *cooldownEntry, id string, st services.ConnectionState, now time.Time) error {
+	wctx, cancel := decisionContext(ctx)
+	err := c.store.SaveDiagnostics(wctx, id, st)
+	cancel()
+	if err != nil {
+		c.guard.trip(now)
+		c.log.Warn("persist connection diagnostics", "connectionId", id, "err", err)
+		if !e.diag {
+			e.diag = true
+			c.pending.Add(1)
+		}
+		return fmt.Errorf("resilience: diagnostics of connection %s: %w", id, err)
+	}
+	c.clearDiag(e)
+	e.lastWrite = now
+	// The other replicas learn the later last error too (at most once per
+	// second per connection, like the write): it is not a decision, but
+	// the next one reads it (the backoff ladder restarts after a quiet
+	// period measured from last_error_at).
+	c.pub.publish(ctx, services.Change{Kind: services.ChangeConnectionState, Key: id, Version: e.ver.Load(), Payload: encodeDiagnostics(st)})
+	return nil
+}
+
+func (c *Cooldowns) clearDiag(e *cooldownEntry) {
+	if e.diag {
+		e.diag = false
+		c.pending.Add(-1)
+	}
+	e.diagSeen = false
+}
+
+// enteredTerminal logs a connection that entered a terminal state through
+// this replica's decision and, for banned with autoDisableBannedAccounts,
+// switches it off.
+func (c *Cooldowns) enteredTerminal(ctx context.Context, info ConnInfo, old, st services.ConnectionState) {
+	if st.TerminalStatus == "" || old.TerminalStatus != "" {
+		return
+	}
+	c.log.Warn("connection entered a terminal state", "connectionId", info.ID, "provider", info.Provider,
+		"terminal", st.TerminalStatus, "reason", st.LastErrorReason, "status", st.LastErrorStatus)
+	if st.TerminalStatus == TerminalBanned && info.AutoDisableBanned {
+		wctx, cancel := decisionContext(ctx)
+		defer cancel()
+		if err := c.store.SetEnabled(wctx, info.ID, false); err != nil {
+			c.log.Error("auto-disable banned connection", "connectionId", info.ID, "err", err)
 		}
 	}
 }
@@ -623,6 +846,11 @@ func (c *Cooldowns) commit(ctx context.Context, e *cooldownEntry, info ConnInfo,
 // dropGone forgets a connection the store no longer has. Called with e.mu held.
 func (c *Cooldowns) dropGone(id string, e *cooldownEntry) {
 	e.gone = true
+	if e.dirty {
+		e.dirty = false
+		c.dirty.Add(-1)
+	}
+	c.clearDiag(e)
 	c.entries.CompareAndDelete(id, e)
 	c.version.Add(1)
 }
@@ -777,19 +1005,31 @@ func truncateRunes(s string, n int) string {
 }
 
 // MemoryConnectionStateStore is a ConnectionStateStore in memory (tests,
-// and deployments that need no persistence).
+// and deployments that need no persistence). An unknown id is an empty row
+// at version 0, so a mirror seeded with Replace writes without a row.
 type MemoryConnectionStateStore struct {
 	mu       sync.Mutex
 	states   map[string]services.ConnectionState
+	versions map[string]int64
 	disabled map[string]bool
 	writes   int
+	fail     error
 }
 
 var _ ConnectionStateStore = (*MemoryConnectionStateStore)(nil)
 
 // NewMemoryConnectionStateStore returns an empty store.
 func NewMemoryConnectionStateStore() *MemoryConnectionStateStore {
-	return &MemoryConnectionStateStore{states: map[string]services.ConnectionState{}, disabled: map[string]bool{}}
+	return &MemoryConnectionStateStore{states: map[string]services.ConnectionState{}, versions: map[string]int64{},
+		disabled: map[string]bool{}}
+}
+
+// SetFailure makes every call fail with err (nil: work again), as an
+// unreachable database does.
+func (m *MemoryConnectionStateStore) SetFailure(err error) {
+	m.mu.Lock()
+	m.fail = err
+	m.mu.Unlock()
 }
 
 // LoadConnectionStates returns a copy of every stored state.
@@ -803,11 +1043,67 @@ func (m *MemoryConnectionStateStore) LoadConnectionStates(context.Context) (map[
 	return out, nil
 }
 
-// SaveConnectionState stores st (creating the entry when needed).
-func (m *MemoryConnectionStateStore) SaveConnectionState(_ context.Context, id string, st services.ConnectionState) error {
+// LoadStates returns a copy of every stored state with its version.
+func (m *MemoryConnectionStateStore) LoadStates(context.Context) (map[string]VersionedState, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.fail != nil {
+		return nil, m.fail
+	}
+	out := make(map[string]VersionedState, len(m.states))
+	for id, st := range m.states {
+		out[id] = VersionedState{State: cloneConnectionState(st), Version: m.versions[id]}
+	}
+	return out, nil
+}
+
+// LoadState returns one row (the empty row at version 0 when unknown).
+func (m *MemoryConnectionStateStore) LoadState(_ context.Context, id string) (VersionedState, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.fail != nil {
+		return VersionedState{}, m.fail
+	}
+	return VersionedState{State: cloneConnectionState(m.states[id]), Version: m.versions[id]}, nil
+}
+
+// SaveConnectionState stores st (creating the entry when needed) and bumps
+// the version, whatever it was.
+func (m *MemoryConnectionStateStore) SaveConnectionState(ctx context.Context, id string, st services.ConnectionState) error {
+	_, _, err := m.CompareAndSaveState(ctx, id, -1, st)
+	return err
+}
+
+// CompareAndSaveState stores st when the version is expect (or expect < 0).
+func (m *MemoryConnectionStateStore) CompareAndSaveState(_ context.Context, id string, expect int64, st services.ConnectionState) (VersionedState, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.fail != nil {
+		return VersionedState{}, false, m.fail
+	}
+	v := m.versions[id]
+	if expect >= 0 && expect != v {
+		return VersionedState{State: cloneConnectionState(m.states[id]), Version: v}, false, nil
+	}
+	st.TestStatus = m.states[id].TestStatus // not a resilience column
 	m.states[id] = cloneConnectionState(st)
+	m.versions[id] = v + 1
+	m.writes++
+	return VersionedState{State: cloneConnectionState(st), Version: v + 1}, true, nil
+}
+
+// SaveDiagnostics stores the diagnostics of st when they are newer.
+func (m *MemoryConnectionStateStore) SaveDiagnostics(_ context.Context, id string, st services.ConnectionState) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.fail != nil {
+		return m.fail
+	}
+	cur := m.states[id]
+	if st.LastErrorAt != nil && (cur.LastErrorAt == nil || !cur.LastErrorAt.After(*st.LastErrorAt)) {
+		copyDiagnostics(&cur, st)
+		m.states[id] = cloneConnectionState(cur)
+	}
 	m.writes++
 	return nil
 }
@@ -816,6 +1112,9 @@ func (m *MemoryConnectionStateStore) SaveConnectionState(_ context.Context, id s
 func (m *MemoryConnectionStateStore) SetEnabled(_ context.Context, id string, enabled bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.fail != nil {
+		return m.fail
+	}
 	m.disabled[id] = !enabled
 	return nil
 }
@@ -827,9 +1126,16 @@ func (m *MemoryConnectionStateStore) Disabled(id string) bool {
 	return m.disabled[id]
 }
 
-// Writes counts SaveConnectionState calls.
+// Writes counts the writes (decisions and diagnostics).
 func (m *MemoryConnectionStateStore) Writes() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.writes
+}
+
+// Version is the stored version of id.
+func (m *MemoryConnectionStateStore) Version(id string) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.versions[id]
 }

@@ -168,7 +168,7 @@ func (c *Cooldowns) ApplyEgressLock(ctx context.Context, failing ConnInfo, sibli
 		deadline = now.Add(max(time.Duration(backoffMs(prof.BaseCooldownMs, level, prof))*time.Millisecond, floor))
 	}
 	if !failing.DisableCooling {
-		c.extendDeadline(ctx, e, failing, old, deadline, reason)
+		c.extendDeadline(ctx, e, failing, deadline, reason)
 	}
 	e.mu.Unlock()
 
@@ -181,7 +181,7 @@ func (c *Cooldowns) ApplyEgressLock(ctx context.Context, failing ConnInfo, sibli
 		seen[s.ID] = true
 		se := c.entry(s.ID)
 		se.mu.Lock()
-		if c.extendDeadline(ctx, se, s, se.snapshot(), deadline, reason) {
+		if c.extendDeadline(ctx, se, s, deadline, reason) {
 			cooled = append(cooled, s.ID)
 		}
 		se.mu.Unlock()
@@ -191,23 +191,28 @@ func (c *Cooldowns) ApplyEgressLock(ctx context.Context, failing ConnInfo, sibli
 
 // extendDeadline moves a non-terminal connection's deadline to deadline
 // (written by reason) when it ends earlier (or is unset), leaving
-// everything else; it reports whether it wrote. Called with e.mu held.
-func (c *Cooldowns) extendDeadline(ctx context.Context, e *cooldownEntry, info ConnInfo, old services.ConnectionState, deadline time.Time, reason Reason) bool {
-	if old.TerminalStatus != "" {
-		return false
+// everything else; it reports whether it wrote. The decision is made on
+// the mirror and written with a compare-and-set like every other, so a
+// sibling that another replica cooled longer meanwhile is left alone.
+// Called with e.mu held.
+func (c *Cooldowns) extendDeadline(ctx context.Context, e *cooldownEntry, info ConnInfo, deadline time.Time, reason Reason) bool {
+	now := c.now()
+	wasCooling := false
+	_, _, changed, _ := c.decide(ctx, e, info.ID, now, false, func(old services.ConnectionState) services.ConnectionState {
+		if old.TerminalStatus != "" || old.RateLimitedUntil != nil && !deadline.After(*old.RateLimitedUntil) {
+			return old
+		}
+		wasCooling = coolingAt(old, now)
+		st := old
+		until := deadline
+		st.RateLimitedUntil = &until
+		st.CooldownReason = string(reason)
+		return st
+	})
+	if changed && !wasCooling {
+		e.episodeAt = now
 	}
-	if old.RateLimitedUntil != nil && !deadline.After(*old.RateLimitedUntil) {
-		return false
-	}
-	if !coolingAt(old, c.now()) {
-		e.episodeAt = c.now()
-	}
-	st := old
-	until := deadline
-	st.RateLimitedUntil = &until
-	st.CooldownReason = string(reason)
-	c.commit(ctx, e, info, old, st)
-	return true
+	return changed
 }
 
 func egressLaterOf(a, b time.Time) time.Time {

@@ -52,6 +52,8 @@ type LockoutRecord struct {
 	LastFailureAt time.Time
 	// LastCooldownMs is the length of the latest lock, in milliseconds.
 	LastCooldownMs int64
+	// Version is the row's compare-and-set version (model_lockouts.version).
+	Version int64
 }
 
 // Active reports whether the record still locks its key at now.
@@ -89,13 +91,25 @@ func (f LockFilter) Matches(k LockKey) bool {
 	return k.Key == ModelLockKey(k.Shape, k.Provider, f.Model)
 }
 
-// LockoutStore persists lockouts (model_lockouts). Implementations: the
-// memory store below, models.LockoutStore on SQLite.
+// LockoutStore persists lockouts (model_lockouts) with their
+// compare-and-set version. Implementations: the memory store below,
+// models.LockoutStore on SQLite and PostgreSQL.
 type LockoutStore interface {
 	// LoadLockouts returns every stored record.
 	LoadLockouts(ctx context.Context) ([]LockoutRecord, error)
-	// SaveLockout inserts or replaces the record of its key.
-	SaveLockout(ctx context.Context, rec LockoutRecord) error
+	// LoadLockout returns the record of key; found=false when it has none.
+	LoadLockout(ctx context.Context, key LockKey) (rec LockoutRecord, found bool, err error)
+	// CompareAndSaveLockout writes rec (rec.Version becomes the row's
+	// version) when the stored row's version is expect, or, with expect
+	// < 0, when there is no row. It returns the row after the call: rec
+	// when swapped, else what is stored (found=false: no row).
+	CompareAndSaveLockout(ctx context.Context, expect int64, rec LockoutRecord) (cur LockoutRecord, found, swapped bool, err error)
+	// CompareAndDeleteLockout deletes the row of key when its version is
+	// expect; otherwise it returns what is stored (found=false: no row).
+	CompareAndDeleteLockout(ctx context.Context, key LockKey, expect int64) (cur LockoutRecord, found, swapped bool, err error)
+	// SaveLockoutDiagnostics moves last_failure_at of key's row to at when
+	// at is later (monotone), leaving the version alone.
+	SaveLockoutDiagnostics(ctx context.Context, key LockKey, at time.Time) error
 	// DeleteLockout deletes the record of key; a missing record is no error.
 	DeleteLockout(ctx context.Context, key LockKey) error
 	// DeleteLockouts deletes every record the filter selects and returns how many.
@@ -107,6 +121,7 @@ type LockoutStore interface {
 type MemoryLockoutStore struct {
 	mu   sync.Mutex
 	recs map[LockKey]LockoutRecord
+	fail error
 }
 
 var _ LockoutStore = (*MemoryLockoutStore)(nil)
@@ -116,10 +131,20 @@ func NewMemoryLockoutStore() *MemoryLockoutStore {
 	return &MemoryLockoutStore{recs: map[LockKey]LockoutRecord{}}
 }
 
+// SetFailure makes every call fail with err (nil: work again).
+func (s *MemoryLockoutStore) SetFailure(err error) {
+	s.mu.Lock()
+	s.fail = err
+	s.mu.Unlock()
+}
+
 // LoadLockouts returns every record.
 func (s *MemoryLockoutStore) LoadLockouts(ctx context.Context) ([]LockoutRecord, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.fail != nil {
+		return nil, s.fail
+	}
 	out := make([]LockoutRecord, 0, len(s.recs))
 	for _, r := range s.recs {
 		out = append(out, r)
@@ -127,19 +152,80 @@ func (s *MemoryLockoutStore) LoadLockouts(ctx context.Context) ([]LockoutRecord,
 	return out, nil
 }
 
+// LoadLockout returns the record of key.
+func (s *MemoryLockoutStore) LoadLockout(_ context.Context, key LockKey) (LockoutRecord, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return LockoutRecord{}, false, s.fail
+	}
+	r, ok := s.recs[key]
+	return r, ok, nil
+}
+
 // SaveLockout inserts or replaces rec.
 func (s *MemoryLockoutStore) SaveLockout(ctx context.Context, rec LockoutRecord) error {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return s.fail
+	}
 	s.recs[rec.LockKey] = rec
-	s.mu.Unlock()
+	return nil
+}
+
+// CompareAndSaveLockout stores rec when the version matches.
+func (s *MemoryLockoutStore) CompareAndSaveLockout(_ context.Context, expect int64, rec LockoutRecord) (LockoutRecord, bool, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return LockoutRecord{}, false, false, s.fail
+	}
+	cur, ok := s.recs[rec.LockKey]
+	if ok != (expect >= 0) || ok && cur.Version != expect {
+		return cur, ok, false, nil
+	}
+	s.recs[rec.LockKey] = rec
+	return rec, true, true, nil
+}
+
+// CompareAndDeleteLockout deletes the record when the version matches.
+func (s *MemoryLockoutStore) CompareAndDeleteLockout(_ context.Context, key LockKey, expect int64) (LockoutRecord, bool, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return LockoutRecord{}, false, false, s.fail
+	}
+	cur, ok := s.recs[key]
+	if !ok || cur.Version != expect {
+		return cur, ok, false, nil
+	}
+	delete(s.recs, key)
+	return LockoutRecord{}, false, true, nil
+}
+
+// SaveLockoutDiagnostics moves the last failure of key forward.
+func (s *MemoryLockoutStore) SaveLockoutDiagnostics(_ context.Context, key LockKey, at time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return s.fail
+	}
+	if r, ok := s.recs[key]; ok && at.After(r.LastFailureAt) {
+		r.LastFailureAt = at
+		s.recs[key] = r
+	}
 	return nil
 }
 
 // DeleteLockout deletes the record of key.
 func (s *MemoryLockoutStore) DeleteLockout(ctx context.Context, key LockKey) error {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return s.fail
+	}
 	delete(s.recs, key)
-	s.mu.Unlock()
 	return nil
 }
 
@@ -147,6 +233,9 @@ func (s *MemoryLockoutStore) DeleteLockout(ctx context.Context, key LockKey) err
 func (s *MemoryLockoutStore) DeleteLockouts(ctx context.Context, filter LockFilter) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.fail != nil {
+		return 0, s.fail
+	}
 	n := 0
 	for k := range s.recs {
 		if filter.Matches(k) {
@@ -232,6 +321,15 @@ type Lockouts struct {
 	// version is bumped after every change of the records in memory, so a
 	// reader that cached what Blocking answered knows when to ask again.
 	version atomic.Uint64
+
+	pub   publisher
+	guard storeGuard
+	// meta holds what the fleet side tracks per key (deferred diagnostics,
+	// rows applied locally, deleted versions); metaN counts the keys with
+	// deferred work so Flush skips its scan while it is zero.
+	metaMu sync.Mutex
+	meta   map[LockKey]*lockMeta
+	metaN  atomic.Int64
 }
 
 // Version changes after every change of the lockout records in memory
@@ -256,7 +354,7 @@ func NewLockouts(clock services.Clock, cfg func() LockoutConfig, resetAfter func
 		log = slog.New(slog.DiscardHandler)
 	}
 	l := &Lockouts{clock: clock, cfg: cfg, resetAfter: resetAfter, store: store,
-		log: log.With("component", "model_lockout")}
+		log: log.With("component", "model_lockout"), meta: map[LockKey]*lockMeta{}}
 	for i := range l.shards {
 		l.shards[i].recs = map[LockKey]LockoutRecord{}
 	}
@@ -275,19 +373,13 @@ func (l *Lockouts) Load(ctx context.Context) error {
 	}
 	l.writers.Lock()
 	defer l.writers.Unlock()
-	for i := range l.shards {
-		sh := &l.shards[i]
-		sh.mu.Lock()
-		l.size.Add(-int64(len(sh.recs)))
-		clear(sh.recs)
-		sh.mu.Unlock()
-	}
-	l.version.Add(1)
+	l.clearMemory()
 	now := l.now()
 	var errs []error
 	for _, r := range recs {
 		if l.dead(r, now) {
-			if err := l.store.DeleteLockout(ctx, r.LockKey); err != nil {
+			// By version: another replica may have renewed the row meanwhile.
+			if _, _, _, err := l.store.CompareAndDeleteLockout(ctx, r.LockKey, r.Version); err != nil {
 				errs = append(errs, err)
 			}
 			continue
@@ -298,6 +390,18 @@ func (l *Lockouts) Load(ctx context.Context) error {
 		return fmt.Errorf("resilience: load lockouts: delete expired: %w", err)
 	}
 	return nil
+}
+
+// clearMemory drops every record from memory; writers are excluded.
+func (l *Lockouts) clearMemory() {
+	for i := range l.shards {
+		sh := &l.shards[i]
+		sh.mu.Lock()
+		l.size.Add(-int64(len(sh.recs)))
+		clear(sh.recs)
+		sh.mu.Unlock()
+	}
+	l.version.Add(1)
 }
 
 // Locked reports whether model is locked on the connection: any of its three
@@ -365,43 +469,53 @@ func (l *Lockouts) Apply(ctx context.Context, provider, connectionID, model stri
 	defer mu.Unlock()
 
 	now := l.now()
-	prev, found := l.get(key)
-	if found && prev.Active(now) {
-		rec = prev
-		rec.LastFailureAt = now
-		if hint := l.hintLength(cfg, c); hint > 0 {
-			if end := now.Add(hint); end.After(prev.Until) {
-				rec.Until = end
-				rec.LastCooldownMs = hint.Milliseconds()
-				rec.Reason = string(c.Reason)
-				rec.LastStatus = c.Status
+	for attempt := 1; ; attempt++ {
+		prev, found := l.get(key)
+		if found && prev.Active(now) {
+			// The running episode: no escalation; only a later-ending hint
+			// moves the deadline, anything else is a diagnostic.
+			rec = prev
+			rec.LastFailureAt = now
+			hint := l.hintLength(cfg, c)
+			end := now.Add(hint)
+			if hint <= 0 || !end.After(prev.Until) {
+				l.noteDiagnostics(ctx, rec, now)
+				return true, rec, false
 			}
+			rec.Until = end
+			rec.LastCooldownMs = hint.Milliseconds()
+			rec.Reason = string(c.Reason)
+			rec.LastStatus = c.Status
+			newEpisode = false
+		} else {
+			n := 1
+			if found && !l.dead(prev, now) {
+				n = prev.FailureCount + 1
+			}
+			d := l.length(cfg, provider, connectionID, model, c, n, now)
+			rec = LockoutRecord{
+				LockKey:        key,
+				Model:          strings.TrimSpace(model),
+				Reason:         string(c.Reason),
+				LastStatus:     c.Status,
+				FailureCount:   n,
+				LockedAt:       now,
+				Until:          now.Add(d),
+				LastFailureAt:  now,
+				LastCooldownMs: d.Milliseconds(),
+			}
+			newEpisode = true
 		}
-		l.write(ctx, rec)
-		return true, rec, false
+		if l.commit(ctx, prev, found, &rec, now, attempt) == casConflict {
+			continue
+		}
+		if newEpisode {
+			l.log.Info("model locked", "provider", provider, "connection_id", connectionID, "model", model,
+				"key_shape", string(shape), "lock_key", key.Key, "reason", string(c.Reason), "status", c.Status,
+				"failure_count", rec.FailureCount, "cooldown_ms", rec.LastCooldownMs)
+		}
+		return true, rec, newEpisode
 	}
-
-	n := 1
-	if found && !l.dead(prev, now) {
-		n = prev.FailureCount + 1
-	}
-	d := l.length(cfg, provider, connectionID, model, c, n, now)
-	rec = LockoutRecord{
-		LockKey:        key,
-		Model:          strings.TrimSpace(model),
-		Reason:         string(c.Reason),
-		LastStatus:     c.Status,
-		FailureCount:   n,
-		LockedAt:       now,
-		Until:          now.Add(d),
-		LastFailureAt:  now,
-		LastCooldownMs: d.Milliseconds(),
-	}
-	l.write(ctx, rec)
-	l.log.Info("model locked", "provider", provider, "connection_id", connectionID, "model", model,
-		"key_shape", string(shape), "lock_key", key.Key, "reason", string(c.Reason), "status", c.Status,
-		"failure_count", n, "cooldown_ms", rec.LastCooldownMs)
-	return true, rec, true
 }
 
 // Success decays the lockouts of (provider, connectionID, model) after a
@@ -425,16 +539,21 @@ func (l *Lockouts) Success(ctx context.Context, provider, connectionID, model st
 
 	now := l.now()
 	for _, k := range keys {
-		r, ok := l.get(k)
-		if !ok {
-			continue
+		for attempt := 1; ; attempt++ {
+			prev, ok := l.get(k)
+			if !ok {
+				break
+			}
+			r := prev
+			r.FailureCount /= 2
+			next := &r
+			if r.FailureCount <= 0 || l.dead(r, now) {
+				next = nil
+			}
+			if l.commit(ctx, prev, true, next, now, attempt) != casConflict {
+				break
+			}
 		}
-		r.FailureCount /= 2
-		if r.FailureCount <= 0 || l.dead(r, now) {
-			l.remove(ctx, k)
-			continue
-		}
-		l.write(ctx, r)
 	}
 }
 
@@ -529,13 +648,14 @@ func (l *Lockouts) ReEnable(ctx context.Context, key LockKey) error {
 	mu := l.connMutex(key.Provider, key.ConnectionID)
 	mu.Lock()
 	defer mu.Unlock()
-	if _, ok := l.get(key); !ok {
+	prev, ok := l.get(key)
+	if !ok {
 		return fmt.Errorf("resilience: re-enable %s: %w", key, services.ErrNotFound)
 	}
 	if err := l.store.DeleteLockout(ctx, key); err != nil {
 		return fmt.Errorf("resilience: re-enable %s: %w", key, err)
 	}
-	l.drop(key)
+	l.deleted(ctx, key, prev.Version+1)
 	return nil
 }
 
@@ -551,6 +671,14 @@ func (l *Lockouts) Clear(ctx context.Context, filter LockFilter) (int, error) {
 	if _, err := l.store.DeleteLockouts(ctx, filter); err != nil {
 		return 0, fmt.Errorf("resilience: clear lockouts: %w", err)
 	}
+	active := l.clearFilter(filter)
+	l.pub.publish(ctx, services.Change{Kind: services.ChangeModelLockout, Key: lockClearKey, Payload: encodeLockFilter(filter)})
+	return active, nil
+}
+
+// clearFilter drops the records the filter selects from memory and
+// returns how many were active; writers are excluded.
+func (l *Lockouts) clearFilter(filter LockFilter) int {
 	now := l.clock.Now()
 	active := 0
 	for i := range l.shards {
@@ -567,8 +695,9 @@ func (l *Lockouts) Clear(ctx context.Context, filter LockFilter) (int, error) {
 		}
 		sh.mu.Unlock()
 	}
+	l.forgetMeta(filter)
 	l.version.Add(1)
-	return active, nil
+	return active
 }
 
 // ForgetConnection deletes every lockout of a connection (it was deleted or
@@ -599,7 +728,7 @@ func (l *Lockouts) Sweep(ctx context.Context) (int, error) {
 	l.writers.Lock()
 	defer l.writers.Unlock()
 	now := l.now()
-	var dead []LockKey
+	var dead []LockoutRecord
 	for i := range l.shards {
 		sh := &l.shards[i]
 		sh.mu.Lock()
@@ -607,7 +736,7 @@ func (l *Lockouts) Sweep(ctx context.Context) (int, error) {
 			if l.dead(r, now) {
 				delete(sh.recs, k)
 				l.size.Add(-1)
-				dead = append(dead, k)
+				dead = append(dead, r)
 			}
 		}
 		sh.mu.Unlock()
@@ -615,9 +744,11 @@ func (l *Lockouts) Sweep(ctx context.Context) (int, error) {
 	if len(dead) > 0 {
 		l.version.Add(1)
 	}
+	l.pruneTombs(now)
 	var errs []error
-	for _, k := range dead {
-		if err := l.store.DeleteLockout(ctx, k); err != nil {
+	for _, r := range dead {
+		// By version: every replica sweeps, and one may have renewed the row.
+		if _, _, _, err := l.store.CompareAndDeleteLockout(ctx, r.LockKey, r.Version); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -780,20 +911,5 @@ func (l *Lockouts) drop(k LockKey) {
 	sh.mu.Unlock()
 	if ok {
 		l.version.Add(1)
-	}
-}
-
-// write updates memory first, so routing sees a new lock at once, then the store.
-func (l *Lockouts) write(ctx context.Context, r LockoutRecord) {
-	l.put(r)
-	if err := l.store.SaveLockout(ctx, r); err != nil {
-		l.log.Error("save model lockout", "lock", r.LockKey.String(), "err", err)
-	}
-}
-
-func (l *Lockouts) remove(ctx context.Context, k LockKey) {
-	l.drop(k)
-	if err := l.store.DeleteLockout(ctx, k); err != nil {
-		l.log.Error("delete model lockout", "lock", k.String(), "err", err)
 	}
 }

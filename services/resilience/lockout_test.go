@@ -33,6 +33,16 @@ func (s *countingStore) SaveLockout(ctx context.Context, r resilience.LockoutRec
 	return s.MemoryLockoutStore.SaveLockout(ctx, r)
 }
 
+func (s *countingStore) CompareAndSaveLockout(ctx context.Context, expect int64, r resilience.LockoutRecord) (resilience.LockoutRecord, bool, bool, error) {
+	s.saves.Add(1)
+	return s.MemoryLockoutStore.CompareAndSaveLockout(ctx, expect, r)
+}
+
+func (s *countingStore) CompareAndDeleteLockout(ctx context.Context, k resilience.LockKey, expect int64) (resilience.LockoutRecord, bool, bool, error) {
+	s.saves.Add(1)
+	return s.MemoryLockoutStore.CompareAndDeleteLockout(ctx, k, expect)
+}
+
 type lockEnv struct {
 	clock   *testkit.FakeClock
 	mu      sync.Mutex
@@ -98,8 +108,6 @@ func (e *lockEnv) locked(provider, conn, model string) bool {
 func fail(status int, reason resilience.Reason) resilience.Classification {
 	return resilience.Classification{Status: status, Reason: reason, Scope: resilience.ScopeModel}
 }
-
-func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 
 // M1. Off: a per-model 429 writes nothing and locks nothing.
 func TestLockoutM1OffWritesNothing(t *testing.T) {

@@ -69,13 +69,6 @@ var autoFactors = []string{
 	FactorCacheAffinity,
 }
 
-// AutoFactors returns the factor names auto.weights accepts, in the order
-// of §10.14.
-func AutoFactors() []string { return slices.Clone(autoFactors) }
-
-// DefaultAutoWeights returns the default weights of §10.14.
-func DefaultAutoWeights() map[string]float64 { return weightMap(defaultAutoWeights) }
-
 const numFactors = 11
 
 type weightVec [numFactors]float64
@@ -97,23 +90,6 @@ var modePacks = map[string]weightVec{
 	PackQualityFirst:     {0.10, 0.18, 0.05, 0.05, 0.37, 0.15, 0.05, 0.03, 0.02, 0, 0},
 	PackReliabilityFirst: {0.14, 0.37, 0.04, 0.05, 0.10, 0.20, 0.05, 0.03, 0.02, 0, 0},
 	PackOfflineFriendly:  {0.37, 0.28, 0.10, 0.05, 0, 0.10, 0.05, 0.03, 0.02, 0, 0},
-}
-
-// ModePackWeights returns the weights of a mode pack.
-func ModePackWeights(pack string) (map[string]float64, bool) {
-	w, ok := modePacks[pack]
-	if !ok {
-		return nil, false
-	}
-	return weightMap(w), true
-}
-
-func weightMap(w weightVec) map[string]float64 {
-	m := make(map[string]float64, numFactors)
-	for i, f := range autoFactors {
-		m[f] = w[i]
-	}
-	return m
 }
 
 // ModePackForHeader maps an X-Switchyard-Mode value to its pack: fast →
@@ -294,30 +270,6 @@ func (a *Auto) Order(req Request, entries []Entry) []Entry {
 		}
 	}
 	return appendUnavailable(out, entries)
-}
-
-// AutoScore is one candidate's auto evaluation: its position in the input,
-// each factor's value and the weighted score.
-type AutoScore struct {
-	Pos     int
-	Factors map[string]float64
-	Score   float64
-}
-
-// AutoScores returns the auto evaluation of every available candidate of
-// entries, in configured order (diagnostics and tests). It draws nothing
-// and advances no counter.
-func AutoScores(req Request, entries []Entry) []AutoScore {
-	cands := autoScores(req, entries, new(autoScratch))
-	out := make([]AutoScore, len(cands))
-	for i, c := range cands {
-		m := make(map[string]float64, numFactors)
-		for j, f := range autoFactors {
-			m[f] = c.f[j]
-		}
-		out[i] = AutoScore{Pos: c.pos, Factors: m, Score: c.score}
-	}
-	return out
 }
 
 // autoScratch holds autoScores' working slices; Order reuses them through

@@ -53,23 +53,6 @@ func (CacheOptimized) Order(req Request, entries []Entry) []Entry {
 	return appendUnavailable(out, entries)
 }
 
-// CandidateIdentity is the identity cache-optimized hashes:
-// "<provider>/<model>@<connectionId>", or "combo:<name>" for a reference
-// entry.
-func CandidateIdentity(e Entry) string {
-	if e.IsRef() {
-		return "combo:" + e.ComboRef
-	}
-	return e.Provider + "/" + e.Model + "@" + e.ConnectionID
-}
-
-// CacheScore is the rendezvous score of a candidate identity for key K:
-// the big-endian uint64 of the first 8 bytes of SHA-256(K ‖ 0x00 ‖ identity).
-func CacheScore(key, identity string) uint64 {
-	var stack [256]byte
-	return scoreOf(append(append(append(stack[:0], key...), 0), identity...))
-}
-
 // entryScore is CacheScore(key, CandidateIdentity(e)) without building the
 // identity string: the hash input is assembled in a stack buffer.
 func entryScore(key string, e *Entry) uint64 {

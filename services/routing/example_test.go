@@ -14,7 +14,7 @@ import (
 // result and report outcomes.
 func Example() {
 	state, err := routing.NewMemoryState(context.Background(), routing.StateOptions{
-		LKGP: routing.NewMemoryLKGPStore(), // the lead's SQLite store later
+		LKGP: routing.NewMemoryLKGPStore(), // production passes the database store (models)
 		Now:  func() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) },
 	})
 	if err != nil {

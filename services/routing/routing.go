@@ -169,17 +169,6 @@ type Stats interface {
 	EntryStats(entryID string) (EntryStats, bool)
 }
 
-// StatsMap is a Stats backed by a map (tests, small callers).
-type StatsMap map[string]EntryStats
-
-// EntryStats returns m[entryID].
-func (m StatsMap) EntryStats(entryID string) (EntryStats, bool) {
-	s, ok := m[entryID]
-	return s, ok
-}
-
-var _ Stats = StatsMap(nil)
-
 // Strategy orders the entries of one request; failover is walking the
 // result (STYLE §4).
 type Strategy interface {
@@ -384,15 +373,12 @@ func front(entries []Entry, pos int) []Entry {
 	return appendUnavailable(out, entries)
 }
 
-// positions returns [0, 1, …, n−1].
-func positions(n int) []int { return positionsIn(nil, n) }
-
 // stackKeys is how many entries a strategy orders with its sort keys in a
 // stack array; larger combos allocate the key slice. Every ordering then
 // allocates once, for its result (60-quality §5.4: ≤ 1 allocation).
 const stackKeys = 128
 
-// positionsIn is positions in buf when it has room.
+// positionsIn returns [0, 1, …, n−1], in buf when it has room.
 func positionsIn(buf []int, n int) []int {
 	if n > cap(buf) {
 		buf = make([]int, n)

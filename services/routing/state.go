@@ -59,47 +59,6 @@ type LKGPStore interface {
 	Delete(ctx context.Context, comboID string) error
 }
 
-// MemoryLKGPStore is an LKGPStore in memory, safe for concurrent use. It
-// survives a MemoryState, not the process.
-type MemoryLKGPStore struct {
-	mu   sync.Mutex
-	recs map[string]LKGPRecord
-}
-
-var _ LKGPStore = (*MemoryLKGPStore)(nil)
-
-// NewMemoryLKGPStore returns an empty store.
-func NewMemoryLKGPStore() *MemoryLKGPStore {
-	return &MemoryLKGPStore{recs: map[string]LKGPRecord{}}
-}
-
-// Load returns every record, in no particular order.
-func (m *MemoryLKGPStore) Load(ctx context.Context) ([]LKGPRecord, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make([]LKGPRecord, 0, len(m.recs))
-	for _, r := range m.recs {
-		out = append(out, r)
-	}
-	return out, nil
-}
-
-// Save stores rec under rec.ComboID.
-func (m *MemoryLKGPStore) Save(ctx context.Context, rec LKGPRecord) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.recs[rec.ComboID] = rec
-	return nil
-}
-
-// Delete removes the record of comboID.
-func (m *MemoryLKGPStore) Delete(ctx context.Context, comboID string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.recs, comboID)
-	return nil
-}
-
 // StateOptions configures a MemoryState.
 type StateOptions struct {
 	// Now stamps LKGP records; nil means time.Now. Pass the injected

@@ -17,18 +17,6 @@ const (
 	ActionReject
 )
 
-func (a Action) String() string {
-	switch a {
-	case ActionDispatch:
-		return "dispatch"
-	case ActionWait:
-		return "wait"
-	case ActionReject:
-		return "reject"
-	}
-	return "unknown"
-}
-
 // What holds a waiting request (Decision.Blocker).
 const (
 	BlockerQueue       = "queue"       // requests ahead of it in the FIFO

@@ -4,7 +4,7 @@
 //
 // Requests: ChatToAnthropic, AnthropicToChat, ResponsesToChat.
 // Non-stream responses: AnthropicToChatResponse, ChatToAnthropicResponse,
-// ChatToResponsesResponse. Streams: incremental translators fed one upstream
+// ChatToResponsesResponseWith. Streams: incremental translators fed one upstream
 // SSE event at a time (NewAnthropicToChatStream, NewChatToAnthropicStream,
 // NewChatToResponsesStream; Compose chains two of them through the hub).
 //
