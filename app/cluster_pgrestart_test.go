@@ -168,13 +168,35 @@ func TestClusterPostgresRestartMidTraffic(t *testing.T) {
 		}
 	}
 	// The cooldown A took while the database was away: A keeps applying it
-	// (its mirror is the authority for its own routing); what B and C know
-	// of it is reported.
+	// (its mirror is the authority for its own routing), and once the store
+	// answers, A's decision flusher reconciles it (extend-only) and the
+	// change feed carries it: B and C see K3 cooling too.
 	if st := connStateMirror(t, f.manage[0], k3); st != "cooling" {
 		t.Errorf("K3 on A after the restart: %q, want still cooling", st)
 	}
-	t.Logf("K3 (cooled by A during the outage) after the restart: B %q, C %q",
-		connStateMirror(t, f.manage[1], k3), connStateMirror(t, f.manage[2], k3))
+	var reconciled time.Duration
+	for i := 1; i < 3; i++ {
+		var st string
+		ok := testkit.PollUntil(10*time.Second, func() bool {
+			st = connStateMirror(t, f.manage[i], k3)
+			return st == "cooling"
+		})
+		if !ok {
+			t.Errorf("K3, cooled by A during the outage, on %s 10 s after the restart: %q, want cooling", names[i], st)
+		}
+		reconciled = max(reconciled, time.Since(up))
+	}
+	// And no replica sends K3 another request while it cools.
+	k3Before := f.fu.CountFor("fk-t8-3")
+	for i := range 3 {
+		if r := f.chat(t, f.c.Replica(i).URL(), "fleet3/m1"); r.Status == 200 {
+			t.Errorf("K3's only connection cooling, a request via %s was served: %s", names[i], r.Body)
+		}
+	}
+	if n := f.fu.CountFor("fk-t8-3") - k3Before; n != 0 {
+		t.Errorf("the upstream saw %d requests for K3 while the fleet knew it cooling", n)
+	}
+	t.Logf("K3's outage cooldown on B and C %v after the database was back", reconciled)
 	time.Sleep(time.Second) // traffic after the restart
 	traffic := stop()
 
