@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"switchyard/internal/testkit"
+	"switchyard/internal/testkit/cluster"
 )
 
 // dash is a browser of the dashboard: a session cookie and requests that
@@ -182,5 +183,48 @@ func TestClusterAdminSessionsAndRequestLogsAreShared(t *testing.T) {
 	// And one request's detail, served by B, opens on C.
 	if r := changer.do(t, "GET", base(2), "/logs/"+url.PathEscape(ids[1]), "", ""); r.status != http.StatusOK {
 		t.Errorf("the detail of a request another replica served: %d", r.status)
+	}
+}
+
+// Wrong passwords spread round-robin over two replicas are throttled as
+// one count (issue 19 item 5): the first 5 are checked (401), every later
+// one waits (429 with Retry-After), exactly as through one replica. With
+// each replica counting its own failures, 10 would have been checked.
+func TestClusterSignInThrottleCountsForTheFleet(t *testing.T) {
+	c := cluster.Start(t, cluster.Options{DatabaseURL: testkit.PostgresSchema(t), Replicas: 2})
+	d := newDash()
+	checked, throttled := 0, 0
+	served := map[string]int{}
+	for i := range 12 {
+		r := d.do(t, "POST", c.Front(), "/login", url.Values{"password": {"not the password at all"}}.Encode(), "application/x-www-form-urlencoded")
+		served[r.header.Get(cluster.ReplicaHeader)]++
+		switch r.status {
+		case http.StatusUnauthorized:
+			checked++
+			if throttled > 0 {
+				t.Errorf("attempt %d was checked after an earlier one was throttled", i+1)
+			}
+		case http.StatusTooManyRequests:
+			throttled++
+			if r.header.Get("Retry-After") == "" {
+				t.Errorf("attempt %d: 429 without Retry-After", i+1)
+			}
+		default:
+			t.Fatalf("attempt %d: %d %.200s", i+1, r.status, r.body)
+		}
+	}
+	t.Logf("12 wrong passwords over %v: %d checked, %d throttled", served, checked, throttled)
+	if len(served) != 2 {
+		t.Fatalf("the attempts did not reach both replicas: %v", served)
+	}
+	if checked != 5 || throttled != 7 {
+		t.Fatalf("%d checked and %d throttled across two replicas, want 5 and 7 (one count for the fleet)", checked, throttled)
+	}
+	// The right password is refused too while the address waits, on either
+	// replica: the wait is the fleet's.
+	for i := range 2 {
+		if st := newDash().signIn(t, c.Replica(i).URL(), testkit.AdminPassword); st != http.StatusTooManyRequests {
+			t.Errorf("the right password via %s while the address waits: %d, want 429", c.Replica(i).Name, st)
+		}
 	}
 }

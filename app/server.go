@@ -171,6 +171,13 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 	if s.auth, err = services.NewAuth(ctx, models.NewAdminStore(s.db), s.clock, params); err != nil {
 		return err
 	}
+	if s.cfg.Shared() {
+		// Sign-in failures are counted for the fleet in admin_login_failures;
+		// while the database does not answer, this replica counts its own.
+		s.auth.UseLoginThrottle(services.NewFleetLoginThrottle(models.NewLoginThrottleStore(s.db),
+			services.NewMemoryLoginThrottle(), s.log.With("component", "auth"),
+			func(error) { s.metrics.sharedFallbacks.WithLabelValues("login_throttle").Inc() }))
+	}
 	if err := s.auth.BootstrapPassword(ctx, s.cfg.AdminPassword); err != nil {
 		return err
 	}
