@@ -788,6 +788,17 @@ func TestDashboardBrowser(t *testing.T) {
 	b.do(chromedp.Navigate(base+"/runtime"), chromedp.WaitVisible(brTID(views.ModelCooldownsOffID)),
 		chromedp.WaitVisible(brTID(views.ModelCooldownsEmptyID)))
 
+	// The audit log shows the settings change: who, and the values before and after.
+	b.step("10b audit log", brStepTimeout)
+	b.do(chromedp.Navigate(base+"/audit"), chromedp.WaitVisible(brTID(views.AuditListID)))
+	audit := strings.Join(strings.Fields(brRun(b, chromedp.Text(brTID(views.AuditListID)))), " ")
+	for _, want := range []string{"admin session", "/settings/resilience/:section", "modelLockout.baseCooldownMs: 120000 → 60000", "modelLockout.enabled: true → false"} {
+		if !strings.Contains(audit, want) {
+			t.Fatalf("the audit log lacks %q: %s", want, audit)
+		}
+	}
+	b.shot("10b-audit-log.png")
+
 	// Narrow screens.
 	b.step("11 mobile", brStepTimeout)
 	b.do(chromedp.EmulateViewport(390, 844), chromedp.Navigate(base+"/"), chromedp.WaitVisible(brTID(views.OverviewCountsID)))

@@ -75,7 +75,8 @@ func (s *Server) wireGateway(ctx context.Context, seed uint64) error {
 		Logs:     s.logSink, Observer: s.metrics, Logger: s.log,
 		Strategies: routing.NewRegistry(comboRNG, routeState), RouteState: routeState,
 		Quota: s.quota, ToolLimits: s.toolLimits, Handoffs: models.NewHandoffStore(s.db),
-		Traffic: &gateway.Traffic{Slots: s.slotStore, Queues: s.rateStore, Pins: s.pins, Leases: s.leases, Doc: svc.Resilience},
+		Traffic: &gateway.Traffic{Slots: s.slotStore, Queues: s.rateStore, Pins: s.pins, Leases: s.leases, Doc: svc.Resilience,
+			Waiting: s.waiting},
 		Watchdog: func() (gateway.WatchdogConfig, int) {
 			sr := svc.Resilience().StreamRecovery
 			w := sr.ThroughputWatchdog
@@ -83,7 +84,7 @@ func (s *Server) wireGateway(ctx context.Context, seed uint64) error {
 				Window: time.Duration(w.WindowMs) * time.Millisecond, MinUsefulBytesPerSecond: w.MinUsefulBytesPerSecond,
 				MinUsefulBytes: w.MinUsefulBytes}, sr.EarlyRetryMax
 		},
-		KeyLimits: s.keyLimiter, KeyUsage: s.keys,
+		KeyLimits: s.keyLimiter, KeyUsage: s.keys, Prices: s.prices,
 	})
 	return err
 }

@@ -20,6 +20,10 @@ type handlerSet struct {
 	resilienceAPI  *handlers.ResilienceAPI
 	trafficAPI     *handlers.TrafficAPI
 	settingsAPI    *handlers.SettingsAPI
+	logsAPI        *handlers.LogsAPI
+	metricsAPI     *handlers.MetricsAPI
+	rulesAPI       *handlers.RulesAPI
+	auditAPI       *handlers.AuditAPI
 
 	// Dashboard.
 	layout      handlers.Layout
@@ -35,6 +39,8 @@ type handlerSet struct {
 	flags       *handlers.Flags
 	account     *handlers.Account
 	logs        *handlers.Logs
+	audit       *handlers.Audit
+	prices      *handlers.Prices
 }
 
 // newHandlers builds the handlers over the wired services.
@@ -54,28 +60,37 @@ func (s *Server) newHandlers() *handlerSet {
 		keysAPI:        &handlers.KeysAPI{API: api, Keys: s.keys},
 		resilienceAPI:  &handlers.ResilienceAPI{API: api, Status: s.status, Engine: s.resilience, Catalogue: s.conns},
 		trafficAPI: &handlers.TrafficAPI{API: api, Status: s.status, Queues: s.rateStore, Slots: s.slotStore, Leases: s.leases,
-			Keys: s.keys, Pins: s.pins},
+			Keys: s.keys, Pins: s.pins, Waiting: s.waiting},
 		settingsAPI: &handlers.SettingsAPI{API: api, Resilience: s.settingDocs.Resilience.Document(), General: s.settingDocs.General,
 			Flags: s.settingDocs.Flags},
+		logsAPI: &handlers.LogsAPI{API: api, Logs: s.logStore},
+		metricsAPI: &handlers.MetricsAPI{API: api, Stats: s.traffic, Names: func() map[string]string {
+			snap := s.status.Snapshot()
+			return snap.Names()
+		}},
+		rulesAPI: &handlers.RulesAPI{API: api, Engine: s.resilience, Catalogue: s.conns, Operator: s.settingsSvc.OperatorRules},
+		auditAPI: &handlers.AuditAPI{API: api, Audit: s.auditStore},
 
 		layout: layout,
 		setup: &handlers.Setup{Layout: layout, Auth: s.auth, Cookies: s.cookies, ListenPort: s.listenPort,
 			IsLoopback: isLoopbackPeer, ClientIP: clientIP},
 		signIn: &handlers.SignIn{Layout: layout, Auth: s.auth, Cookies: s.cookies, ClientIP: clientIP},
-		overview: &handlers.Overview{Layout: layout, Conns: s.conns, Combos: s.combos, Keys: s.keys, Logs: s.logStore,
-			Status: s.status, Leases: s.leases, Queues: s.queues, Clock: s.clock},
+		overview: &handlers.Overview{Layout: layout, Conns: s.conns, Combos: s.combos, Keys: s.keys, Traffic: s.traffic,
+			Status: s.status, Leases: s.leases, Queues: s.queues, Waiting: s.waiting, Clock: s.clock},
 		connections: &handlers.Connections{Layout: layout, Conns: s.conns, Status: s.status, State: s.resilience, Quota: quota,
 			Tester: s.gateway, Clock: s.clock, Confirm: s.auth, ClientIP: clientIP},
 		combos: &handlers.Combos{Layout: layout, Combos: s.combos, Conns: s.conns, Keys: s.keys, Logs: s.logStore,
 			Gates: s.resilience, Dispatch: s.gateway, Tester: s.gateway, Explainer: s.gateway, Clock: s.clock},
 		keys: &handlers.Keys{Layout: layout, Keys: s.keys, Combos: s.combos, Conns: s.conns, Clock: s.clock},
 		runtime: &handlers.Runtime{Layout: layout, Status: s.status, Engine: s.resilience, Catalogue: s.conns,
-			LeaseAdmin: s.leases, QueueStats: s.rateStore, SlotStats: s.slotStore, Keys: s.keys, Clock: s.clock},
+			LeaseAdmin: s.leases, QueueStats: s.rateStore, SlotStats: s.slotStore, Waiting: s.waiting, Keys: s.keys, Clock: s.clock},
 		healthPage: &handlers.Health{Layout: layout, Reports: s, Clock: s.clock},
 		resilience: &handlers.ResilienceSettings{Layout: layout, Settings: s.settingsSvc.Document(), Lockouts: s.resilience, Catalogue: s.conns},
 		flags:      &handlers.Flags{Layout: layout, Flags: s.settingDocs.Flags, Settings: s.settingsSvc, Combos: s.combos, Conns: s.conns},
 		account:    &handlers.Account{Layout: layout, Auth: s.auth, Cookies: s.cookies, ClientIP: clientIP, Clock: s.clock},
 		logs:       &handlers.Logs{Layout: layout, Logs: s.logStore, Conns: s.conns, Keys: s.keys, Clock: s.clock},
+		audit:      &handlers.Audit{Layout: layout, Audit: s.auditStore, Keys: s.keys, Clock: s.clock},
+		prices:     &handlers.Prices{Layout: layout, Settings: s.settingDocs.General, Prices: s.prices, Stats: s.traffic},
 	}
 }
 

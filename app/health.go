@@ -16,6 +16,28 @@ import (
 // healthPingTimeout bounds the database ping of one health report.
 const healthPingTimeout = time.Second
 
+// emergencyResolves reports whether the emergency-fallback target names
+// something routable now, read from the routing snapshot in memory (the
+// report must not need the database): an enabled combo, or a provider of
+// the catalogue with a model.
+func (s *Server) emergencyResolves(target string) bool {
+	if target == "" {
+		return false
+	}
+	snap := s.gateway.Registry().Snapshot()
+	for _, c := range snap.Combos() {
+		if c.Enabled && strings.EqualFold(c.Name, target) {
+			return true
+		}
+	}
+	p, m, ok := strings.Cut(target, "/")
+	if !ok || m == "" {
+		return false
+	}
+	_, known := snap.Catalogue.Lookup(p)
+	return known
+}
+
 // healthCache builds the admin report at most once per second.
 type healthCache struct {
 	mu    sync.Mutex
@@ -58,12 +80,33 @@ func (s *Server) HealthReport(ctx context.Context) health.Report {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	st := s.logWriter.Stats()
-	r := health.Build(health.Facts{Now: now, StartedAt: s.startedAt, Version: Version, KeyID: s.keyring.KeyID(),
+	f := health.Facts{Now: now, StartedAt: s.startedAt, Version: Version, KeyID: s.keyring.KeyID(),
 		Listen: s.listenAddr.Load().(string), Demo: s.cfg.Demo, Database: db,
 		Ready: s.ready.Load(), Feed: feed,
 		Runtime:    health.Runtime{GoVersion: runtime.Version(), Goroutines: runtime.NumGoroutine(), HeapInuseBytes: ms.HeapInuse},
 		RequestLog: health.RequestLog{QueueDepth: st.QueueDepth, Dropped: st.Dropped}, Resilience: s.status.Snapshot(),
-		Shared: s.sharedFacts()})
+		Shared: s.sharedFacts()}
+	if s.leases != nil {
+		f.ActiveLeases = len(s.leases.Active())
+	}
+	if s.pins != nil {
+		f.Pins = s.pins.Count()
+	}
+	if s.queues != nil {
+		f.Queues = s.queues.Totals()
+	}
+	if s.slots != nil {
+		f.Slots = s.slots.Totals()
+	}
+	if s.toolLimits != nil {
+		f.ToolLimits = s.toolLimits.All()
+	}
+	if s.waiting != nil {
+		f.Waiting = s.waiting.Counts()
+	}
+	f.Emergency = s.settingsSvc.Resilience().EmergencyFallback
+	f.EmergencyResolves = s.emergencyResolves(f.Emergency.Target)
+	r := health.Build(f)
 	s.health.at, s.health.value = now, r
 	return r
 }

@@ -36,7 +36,7 @@ type metrics struct {
 	storeErrors        *prometheus.CounterVec
 	feedErrors         *prometheus.CounterVec
 	sharedFallbacks    *prometheus.CounterVec
-	// usage is when each connection last served a request successfully.
+	// usage is when a dispatch last started on each connection.
 	usage *connUsage
 	// log receives one line per store error (set by the server).
 	log *slog.Logger
@@ -125,10 +125,10 @@ func (m *metrics) Waited(combo bool) {
 	m.waits.WithLabelValues(kind, "waited").Inc()
 }
 
-// Served records that a connection just served a request successfully
-// (connections.last_used_at): an atomic store in memory, no database write on
-// the request path. The gateway reports it next to Attempt(…, "success").
-func (m *metrics) Served(connectionID string, at time.Time) { m.usage.Served(connectionID, at) }
+// Used records that a dispatch just started on a connection, whether it
+// serves or fails (connections.last_used_at): an atomic store in memory, no
+// database write on the request path.
+func (m *metrics) Used(connectionID string, at time.Time) { m.usage.Used(connectionID, at) }
 
 // StoreError counts and logs a persistence error no caller could return
 // (gateway.Observer, and the app's own background writes).
@@ -147,17 +147,17 @@ type lastUsedStore interface {
 	TouchConnectionsLastUsed(ctx context.Context, at map[string]time.Time) error
 }
 
-// connUsage keeps when each connection last served a request successfully:
+// connUsage keeps when a dispatch last started on each connection:
 // one atomic per connection, updated on the request path, written to the
 // connection rows in one batch at most every flushEvery, on its own
-// goroutine started by the Served call that finds the interval elapsed (no
+// goroutine started by the Used call that finds the interval elapsed (no
 // ticker runs while the gateway is idle). Close waits for that write and
 // flushes the rest.
 type connUsage struct {
 	every time.Duration
 	last  sync.Map // connection id → *usageEntry
 
-	nextFlush atomic.Int64 // unix ms before which Served starts no flush
+	nextFlush atomic.Int64 // unix ms before which Used starts no flush
 
 	mu       sync.Mutex
 	store    lastUsedStore
@@ -168,21 +168,21 @@ type connUsage struct {
 }
 
 type usageEntry struct {
-	at      atomic.Int64 // unix ms of the last success
+	at      atomic.Int64 // unix ms of the last dispatch
 	written atomic.Int64 // unix ms last written to the store
 }
 
 func newConnUsage(every time.Duration) *connUsage { return &connUsage{every: every} }
 
-// bind sets where the batches go; until then Served only keeps memory.
+// bind sets where the batches go; until then Used only keeps memory.
 func (u *connUsage) bind(store lastUsedStore, log *slog.Logger) {
 	u.mu.Lock()
 	u.store, u.log = store, log
 	u.mu.Unlock()
 }
 
-// Served moves a connection's last-used time forward to at.
-func (u *connUsage) Served(connectionID string, at time.Time) {
+// Used moves a connection's last-used time forward to at.
+func (u *connUsage) Used(connectionID string, at time.Time) {
 	v, ok := u.last.Load(connectionID)
 	if !ok {
 		v, _ = u.last.LoadOrStore(connectionID, &usageEntry{})

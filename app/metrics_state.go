@@ -26,6 +26,7 @@ type stateCollector struct {
 	failOpen    *prometheus.Desc
 	pins        *prometheus.Desc
 	leases      *prometheus.Desc
+	waiting     *prometheus.Desc
 }
 
 // newStateCollector builds the scrape-time collector. Like the collector,
@@ -49,12 +50,14 @@ func newStateCollector(s *Server) *stateCollector {
 		failOpen:    prometheus.NewDesc("switchyard_connection_slot_fail_open_total", "Dispatches sent without a slot (fail-open).", []string{"connection", "cause"}, nil),
 		pins:        prometheus.NewDesc("switchyard_affinity_pins", "Session-affinity pins.", nil, nil),
 		leases:      prometheus.NewDesc("switchyard_leases_active", "Active exclusive leases.", nil, nil),
+		waiting: prometheus.NewDesc("switchyard_waiting_requests",
+			"Requests waiting inside the gateway now, by reason: cooldown (cooldown-aware wait), slot (max_concurrent), queue (request queue).", []string{"reason"}, nil),
 	}
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.breaker, c.connections, c.lockouts, c.windowGate, c.logDepth, c.logDropped, c.logSlow,
-		c.queued, c.rejections, c.slotsInUse, c.slotWaiters, c.failOpen, c.pins, c.leases} {
+		c.queued, c.rejections, c.slotsInUse, c.slotWaiters, c.failOpen, c.pins, c.leases, c.waiting} {
 		ch <- d
 	}
 }
@@ -116,6 +119,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if s.leases != nil {
 		ch <- prometheus.MustNewConstMetric(c.leases, prometheus.GaugeValue, float64(len(s.leases.Active())))
+	}
+	if s.waiting != nil {
+		for reason, n := range s.waiting.Counts().ByReason {
+			ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(n), reason)
+		}
 	}
 	if s.logWriter != nil {
 		st := s.logWriter.Stats()

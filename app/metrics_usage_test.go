@@ -43,7 +43,7 @@ func TestConnUsageKeepsTheLatestInMemoryAndFlushesInBatches(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	u := newConnUsage(time.Minute)
 	// Without a store Served only keeps memory.
-	u.Served("c_1", t0)
+	u.Used("c_1", t0)
 	if got := u.LastUsed("c_1"); !got.Equal(t0) {
 		t.Fatalf("last used %v", got)
 	}
@@ -55,10 +55,10 @@ func TestConnUsageKeepsTheLatestInMemoryAndFlushesInBatches(t *testing.T) {
 
 	// The first success after binding starts one background write; the
 	// calls meanwhile only move the times in memory (never backwards).
-	u.Served("c_1", t0.Add(time.Second))
+	u.Used("c_1", t0.Add(time.Second))
 	for i := range 50 {
-		u.Served("c_2", t0.Add(time.Duration(i)*time.Millisecond))
-		u.Served("c_1", t0) // older: ignored
+		u.Used("c_2", t0.Add(time.Duration(i)*time.Millisecond))
+		u.Used("c_1", t0) // older: ignored
 	}
 	close(store.block)
 	if err := u.Close(context.Background()); err != nil {
@@ -85,7 +85,7 @@ func TestConnUsageKeepsTheLatestInMemoryAndFlushesInBatches(t *testing.T) {
 	if err := u.Flush(context.Background()); err != nil || store.calls.Load() != calls {
 		t.Errorf("an empty flush wrote (%v)", err)
 	}
-	u.Served("c_3", t0.Add(time.Hour))
+	u.Used("c_3", t0.Add(time.Hour))
 	time.Sleep(10 * time.Millisecond)
 	if store.calls.Load() != calls {
 		t.Error("a closed tracker started a write")
@@ -97,7 +97,7 @@ func TestConnUsageWritesAtMostOncePerInterval(t *testing.T) {
 	u := newConnUsage(time.Minute)
 	store := &fakeUsageStore{}
 	u.bind(store, nil)
-	u.Served("c_1", t0)
+	u.Used("c_1", t0)
 	waitCalls := func(n int32) {
 		t.Helper()
 		deadline := time.Now().Add(2 * time.Second)
@@ -109,10 +109,10 @@ func TestConnUsageWritesAtMostOncePerInterval(t *testing.T) {
 		}
 	}
 	waitCalls(1)
-	u.Served("c_1", t0.Add(30*time.Second)) // within the interval: memory only
+	u.Used("c_1", t0.Add(30*time.Second)) // within the interval: memory only
 	time.Sleep(10 * time.Millisecond)
 	waitCalls(1)
-	u.Served("c_1", t0.Add(61*time.Second)) // interval elapsed: one more write
+	u.Used("c_1", t0.Add(61*time.Second)) // interval elapsed: one more write
 	waitCalls(2)
 	if err := u.Close(context.Background()); err != nil {
 		t.Fatal(err)
@@ -144,8 +144,8 @@ func TestServedReachesTheConnectionRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := time.Date(2026, 3, 1, 10, 0, 0, 123_000_000, time.UTC)
-	s.metrics.Served(cn.ID, at)
-	s.metrics.Served("c_deleted", at)
+	s.metrics.Used(cn.ID, at)
+	s.metrics.Used("c_deleted", at)
 	if err := s.metrics.usage.Close(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -236,6 +236,9 @@ func apiAuth(auth *services.Auth, keys *services.Keys, cookies *cookieSessions, 
 				if !allowed {
 					return fmt.Errorf("this key lacks the %s scope: %w", scopes[0], services.ErrForbidden)
 				}
+				// A management or metrics call is a use of the key, like an
+				// inference request (written in the background, at most once a minute).
+				keys.Touch(r.Context(), k)
 				handlers.SetAPIKey(c, k)
 				return next(c)
 			}
@@ -266,6 +269,7 @@ func adminIfPresent(auth *services.Auth, keys *services.Keys, cookies *cookieSes
 			if h := r.Header.Get("Authorization"); h != "" {
 				if scheme, token, ok := strings.Cut(h, " "); ok && strings.EqualFold(scheme, "Bearer") {
 					if k, err := keys.Authenticate(strings.TrimSpace(token)); err == nil {
+						keys.Touch(r.Context(), k)
 						handlers.SetAPIKey(c, k)
 					}
 				}

@@ -1,14 +1,34 @@
 package app
 
 import (
+	"context"
+
 	"switchyard/services"
 	"switchyard/services/gateway"
 	"switchyard/services/requestlog"
+	"switchyard/services/stats"
 )
 
-// logSink turns the gateway's per-request record into a request-log entry
-// and hands it to the batch writer, which never blocks the proxy path.
-type logSink struct{ w *requestlog.Writer }
+// logSink turns the gateway's per-request record into a request-log entry,
+// priced from the model price table, and hands it to the batch writer,
+// which never blocks the proxy path.
+type logSink struct {
+	w      *requestlog.Writer
+	prices *services.Prices
+}
+
+// countingSink counts each batch into the in-memory traffic buckets, then
+// stores it: the buckets cost the request path nothing and hold the same
+// requests as the log.
+type countingSink struct {
+	stats *stats.Recorder
+	next  services.RequestLogSink
+}
+
+func (c countingSink) WriteRequestLogs(ctx context.Context, entries []services.RequestLogEntry) error {
+	c.stats.Record(entries)
+	return c.next.WriteRequestLogs(ctx, entries)
+}
 
 var _ gateway.LogSink = logSink{}
 
@@ -25,6 +45,7 @@ func (l logSink) Record(r *gateway.LogRecord) {
 	}
 	e.UpstreamFormat = r.UpstreamFormat
 	e.CacheWriteTokens = r.CacheWriteTokens
+	e.EstimatedCost = l.prices.Estimate(r.Provider, r.Model, r.PromptTokens, r.CompletionTok)
 	if e.Outcome == "" {
 		e.Outcome = "client_error"
 		if e.Status >= 500 {

@@ -66,7 +66,7 @@ func (s *Server) routes() *echo.Echo {
 	// every route from here on (DNS rebinding).
 	e.GET("/api/monitoring/health", h.health.Show, s.hostGuard, adminIfPresent(s.auth, s.keys, s.cookies)) // §4.1, public in its minimal form
 	e.GET("/metrics", s.metrics.handler(), s.hostGuard, apiAuth(s.auth, s.keys, s.cookies, services.ScopeManage, services.ScopeMetrics))
-	api := e.Group("/api", s.hostGuard, apiAuth(s.auth, s.keys, s.cookies, services.ScopeManage))
+	api := e.Group("/api", s.hostGuard, apiAuth(s.auth, s.keys, s.cookies, services.ScopeManage), s.auditTrail)
 
 	// Settings documents and feature flags (§2, §2.5, §9).
 	api.GET("/resilience", h.settingsAPI.ShowResilience)
@@ -75,6 +75,8 @@ func (s *Server) routes() *echo.Echo {
 	api.PATCH("/settings", h.settingsAPI.UpdateSettings)
 	api.GET("/feature-flags", h.settingsAPI.ListFeatureFlags)
 	api.PATCH("/feature-flags", h.settingsAPI.UpdateFeatureFlags)
+	api.GET("/resilience/error-rules", h.rulesAPI.ErrorRules) // §2.4, rule tooling
+	api.POST("/resilience/classify", h.rulesAPI.Classify)
 
 	// Resilience state (§3).
 	api.POST("/resilience/reset", h.resilienceAPI.Reset)
@@ -88,9 +90,10 @@ func (s *Server) routes() *echo.Echo {
 	api.DELETE("/resilience/leases/:id", h.trafficAPI.DeleteLease)
 	api.DELETE("/resilience/affinity", h.trafficAPI.ClearAffinity)
 
-	// Request queues and connection slots (§4.2).
+	// Request queues and connection slots (§4.2), the traffic summary (§4.3).
 	api.GET("/concurrency", h.trafficAPI.ShowConcurrency)
 	api.POST("/concurrency/reset", h.trafficAPI.ResetConcurrency)
+	api.GET("/metrics/summary", h.metricsAPI.Summary)
 
 	// Connections (§5).
 	api.GET("/connections", h.connectionsAPI.List)
@@ -120,6 +123,11 @@ func (s *Server) routes() *echo.Echo {
 	api.POST("/keys/:id/revoke", h.keysAPI.Revoke)
 	api.DELETE("/keys/:id", h.keysAPI.Delete)
 
+	// Request logs (§8) and the audit log of admin actions (§1 Audit).
+	api.GET("/logs", h.logsAPI.List)
+	api.GET("/logs/:id", h.logsAPI.Show)
+	api.GET("/audit", h.auditAPI.List)
+
 	// ---- Dashboard (50-dashboard): security headers everywhere, the setup
 	// gate, the admin session. Forms that htmx sends as PUT or DELETE also
 	// answer POST, so they work without script.
@@ -133,7 +141,7 @@ func (s *Server) routes() *echo.Echo {
 	pub.GET("/logout", func(c echo.Context) error {
 		return echo.NewHTTPError(http.StatusMethodNotAllowed, "Sign out with the button (POST).")
 	})
-	dash := pub.Group("", setupGate(s.auth), requireAdmin(s.auth, s.cookies), requireBrowserOrigin)
+	dash := pub.Group("", setupGate(s.auth), requireAdmin(s.auth, s.cookies), requireBrowserOrigin, s.auditTrail)
 	dash.POST("/logout", h.signIn.Delete)
 
 	// Overview (§6.3).
@@ -188,6 +196,9 @@ func (s *Server) routes() *echo.Echo {
 	dash.GET("/logs", h.logs.List)
 	dash.GET("/logs/:id", h.logs.Show)
 
+	// Audit log of admin actions.
+	dash.GET("/audit", h.audit.List)
+
 	// Runtime (§6.8): the page, one polled fragment per panel, the actions.
 	dash.GET("/runtime", h.runtime.Show)
 	dash.GET("/runtime/summary", h.runtime.Summary)
@@ -207,6 +218,7 @@ func (s *Server) routes() *echo.Echo {
 	dash.GET("/runtime/leases/:id/confirm-end", h.runtime.ConfirmEndLease)
 	dash.POST("/runtime/leases/:id/end", h.runtime.EndLease)
 	dash.GET("/runtime/queues", h.runtime.Queues)
+	dash.GET("/runtime/waiting", h.runtime.WaitingRequests)
 	dash.GET("/nav/incidents", h.runtime.Incidents) // the incident badge (§2)
 
 	// Settings → Resilience (§6.9).
@@ -222,6 +234,11 @@ func (s *Server) routes() *echo.Echo {
 	dash.POST("/settings/flags/:key", h.flags.Update)
 	dash.DELETE("/settings/flags/:key", h.flags.Delete)
 	dash.POST("/settings/flags/:key/reset", h.flags.Delete)
+
+	// Settings → Model prices: the price table of the estimated costs.
+	dash.GET("/settings/prices", h.prices.List)
+	dash.POST("/settings/prices", h.prices.Update)
+	dash.POST("/settings/prices/remove", h.prices.Delete)
 
 	// Settings → Account (§6.11).
 	dash.GET("/settings/account", h.account.Show)

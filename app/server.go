@@ -27,6 +27,7 @@ import (
 	"switchyard/services/resilience"
 	"switchyard/services/routing"
 	"switchyard/services/settings"
+	"switchyard/services/stats"
 	"switchyard/services/traffic"
 )
 
@@ -43,26 +44,33 @@ type Options struct {
 
 // Server is a built Switchyard: services wired, routes registered.
 type Server struct {
-	cfg         Config
-	log         *slog.Logger
-	clock       services.Clock
-	db          *gorm.DB
-	keyring     *services.Keyring
-	catalog     *services.CatalogueHolder
-	egress      *services.EgressGuard
-	settings    *models.SettingsStore
-	feed        services.ChangeFeed
-	localFeed   *services.LocalFeed
-	shared      *sharedState
-	conns       *services.Connections
-	combos      *services.Combos
-	keys        *services.Keys
-	auth        *services.Auth
-	cookies     *cookieSessions
-	gateway     *gateway.Gateway
-	logSink     gateway.LogSink
-	logStore    *models.RequestLogStore
-	logWriter   *requestlog.Writer
+	cfg       Config
+	log       *slog.Logger
+	clock     services.Clock
+	db        *gorm.DB
+	keyring   *services.Keyring
+	catalog   *services.CatalogueHolder
+	egress    *services.EgressGuard
+	settings  *models.SettingsStore
+	feed      services.ChangeFeed
+	localFeed *services.LocalFeed
+	shared    *sharedState
+	conns     *services.Connections
+	combos    *services.Combos
+	keys      *services.Keys
+	auth      *services.Auth
+	cookies   *cookieSessions
+	gateway   *gateway.Gateway
+	logSink   gateway.LogSink
+	logStore  *models.RequestLogStore
+	logWriter *requestlog.Writer
+	// traffic is the last 24 hours in one-minute buckets (Overview,
+	// GET /api/metrics/summary), fed by the request-log writer.
+	traffic *stats.Recorder
+	// prices is the model price table with the admin's overrides.
+	prices      *services.Prices
+	auditStore  *models.AuditStore
+	auditWriter *requestlog.Batcher[services.AuditEntry]
 	metrics     *metrics
 	settingsSvc *resilience.SettingsService
 	settingDocs SettingsDocs
@@ -70,24 +78,28 @@ type Server struct {
 	slots       *traffic.Slots
 	slotStore   traffic.SlotStore
 	rateStore   traffic.RateStore
-	redis       *redisState
-	queues      *traffic.Queues
-	routeState  *routing.MemoryState
-	learned     *learnedPersister
-	decisions   *decisionFlusher
-	pins        *affinity.Pins
-	leases      *leases.Leases
-	toolLimits  *gateway.ToolLimits
-	keyLimits   *traffic.KeyLimits // this replica's per-key state
-	keyLimiter  traffic.KeyLimiter // what admits: keyLimits, or the fleet-wide one over it
-	quota       *quota.Tracker
-	resilience  *resilience.Engine
-	status      *resilience.Monitor
-	echo        *echo.Echo
-	handler     http.Handler
-	startedAt   time.Time
+	// waiting lists the requests waiting now on this replica (cooldown,
+	// slot and queue waits).
+	waiting    *traffic.Waiting
+	redis      *redisState
+	queues     *traffic.Queues
+	routeState *routing.MemoryState
+	learned    *learnedPersister
+	decisions  *decisionFlusher
+	pins       *affinity.Pins
+	leases     *leases.Leases
+	toolLimits *gateway.ToolLimits
+	keyLimits  *traffic.KeyLimits // this replica's per-key state
+	keyLimiter traffic.KeyLimiter // what admits: keyLimits, or the fleet-wide one over it
+	quota      *quota.Tracker
+	resilience *resilience.Engine
+	status     *resilience.Monitor
+	echo       *echo.Echo
+	handler    http.Handler
+	startedAt  time.Time
 
 	health healthCache
+	purge  *retention
 	// ready is set once the snapshot every request reads (connections,
 	// combos, keys, settings) is loaded: from then on the replica can serve
 	// /v1 from memory whatever the database does (the readiness the health
@@ -188,12 +200,16 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 		return err
 	}
 	s.metrics.reg.MustRegister(newStateCollector(s))
+	s.prices = services.NewPrices(func() *map[string]services.ModelPrice { return &s.settingDocs.General.Current().Doc.Pricing.Models })
+	s.traffic = stats.NewRecorder(s.clock)
 	s.logStore = models.NewRequestLogStore(s.db)
 	s.logStore.OnSlowPath(func(reason error) {
 		s.log.Warn("request log: SQLite C-API writer unavailable, writing through GORM (slower, nothing lost)", "reason", reason)
 	})
-	s.logWriter = requestlog.New(s.logStore, s.log.With("component", "request-log"), requestlog.Options{})
-	s.logSink = logSink{s.logWriter}
+	s.logWriter = requestlog.New(countingSink{stats: s.traffic, next: s.logStore}, s.log.With("component", "request-log"), requestlog.Options{})
+	s.logSink = logSink{w: s.logWriter, prices: s.prices}
+	s.auditStore = models.NewAuditStore(s.db)
+	s.auditWriter = requestlog.NewBatcher(s.auditStore.WriteAuditEntries, "audit log", s.log.With("component", "audit-log"), requestlog.Options{})
 	if err := s.wireTraffic(ctx); err != nil {
 		return err
 	}
@@ -226,6 +242,7 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 	}
 	s.learned = startLearnedPersister(s.queues, learnedPersistTick, func(err error) { s.metrics.StoreError("learned_rate_limits", err) })
 	s.decisions = startDecisionFlusher(s.resilience, decisionFlushEvery, func(err error) { s.metrics.StoreError("resilience", err) })
+	s.startRetention()
 	s.ready.Store(true)
 	return nil
 }
@@ -259,6 +276,7 @@ func (s *Server) Close() error {
 	if s.demo != nil {
 		s.demo.Close()
 	}
+	s.purge.close()
 	s.keys.WaitTouches()
 	s.flushResilience(s.log)
 	if s.gateway != nil {
@@ -292,6 +310,13 @@ func (s *Server) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := s.logWriter.Close(ctx); err != nil {
 			s.log.Warn("request log: entries lost at shutdown", "err", err)
+		}
+		cancel()
+	}
+	if s.auditWriter != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if err := s.auditWriter.Close(ctx); err != nil {
+			s.log.Warn("audit log: entries lost at shutdown", "err", err)
 		}
 		cancel()
 	}
@@ -353,6 +378,12 @@ func (s *Server) Quota() *quota.Tracker { return s.quota }
 
 // RequestLogs returns the request-log store (tests and the logs pages).
 func (s *Server) RequestLogs() *models.RequestLogStore { return s.logStore }
+
+// AuditLog returns the audit-log store (tests).
+func (s *Server) AuditLog() *models.AuditStore { return s.auditStore }
+
+// AuditLogStats reports the audit batch writer's counters.
+func (s *Server) AuditLogStats() requestlog.Stats { return s.auditWriter.Stats() }
 
 // RequestLogStats reports the batch writer's counters.
 func (s *Server) RequestLogStats() requestlog.Stats { return s.logWriter.Stats() }

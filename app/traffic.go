@@ -58,6 +58,7 @@ func (s *Server) wireTraffic(ctx context.Context) error {
 	if s.redis != nil {
 		s.slotStore, s.rateStore = s.redis.limiters(s.slots, s.queues)
 	}
+	s.waiting = traffic.NewWaiting(s.clock)
 	s.keys.OnStoreError(s.metrics.StoreError)
 	s.keys.OnRevoke(func(ctx context.Context, keyID string) {
 		if _, err := s.leases.InvalidateKey(ctx, keyID, leases.ReasonManagedKeyRevoked); err != nil {

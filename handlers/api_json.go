@@ -22,9 +22,11 @@ type API struct {
 	Log *slog.Logger
 }
 
-// audit records a successful mutation: who did what to which id. Callers
-// pass ids and names only, never a secret.
+// audit records a successful mutation: who did what to which id, as a log
+// line and as the action of the request's audit-log entry. Callers pass ids
+// and names only, never a secret.
 func (h *API) audit(c echo.Context, action string, attrs ...any) {
+	NoteAudit(c, action, "")
 	if h.Log == nil {
 		return
 	}

@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -22,6 +23,16 @@ type TrafficAPI struct {
 	Leases LeaseAdmin
 	Keys   KeyReader
 	Pins   PinAdmin
+	// Waiting lists the requests waiting now (nil = none listed).
+	Waiting WaitingReader
+}
+
+// WaitingReader lists the requests waiting inside the gateway now
+// (services/traffic.Waiting).
+type WaitingReader interface {
+	List() []traffic.WaitEntry
+	Count() int
+	Now() time.Time
 }
 
 // QueueAdmin reads and resets the request queues (services/traffic.RateStore).
@@ -50,8 +61,8 @@ type slotJSON struct {
 }
 
 // ShowConcurrency answers GET /api/concurrency: the queues of the
-// connections whose dispatches go through the request queue, and every
-// slot gate.
+// connections whose dispatches go through the request queue, every slot
+// gate, and each request waiting now (cooldown, slot or queue wait).
 func (h *TrafficAPI) ShowConcurrency(c echo.Context) error {
 	snap := h.Status.Snapshot()
 	queues := []traffic.QueueStats{}
@@ -68,7 +79,11 @@ func (h *TrafficAPI) ShowConcurrency(c echo.Context) error {
 		}
 		slots = append(slots, slotJSON{SlotStats: s, Provider: p})
 	}
-	return writeAPIJSON(c, http.StatusOK, map[string]any{"queues": queues, "slots": slots})
+	waiting := []traffic.WaitEntry{}
+	if h.Waiting != nil {
+		waiting = h.Waiting.List()
+	}
+	return writeAPIJSON(c, http.StatusOK, map[string]any{"queues": queues, "slots": slots, "waiting": waiting})
 }
 
 type concurrencyResetBody struct {

@@ -211,6 +211,7 @@ func (h *Combos) comboSaved(c echo.Context, vm views.ComboBuilderVM, cb services
 	if err != nil {
 		return err
 	}
+	NoteAudit(c, "", cb.ID)
 	trigger(c, views.EventCombosChanged, nil)
 	text, level := "Combo "+cb.Name+" saved.", "success"
 	for _, w := range warnings {
@@ -280,6 +281,7 @@ func (h *Combos) Duplicate(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	NoteAudit(c, "combo.duplicate", cb.ID)
 	trigger(c, views.EventCombosChanged, nil)
 	toast(c, "success", "Combo duplicated as "+cb.Name+" (disabled).")
 	return afterMutation(c, combosHref, func() error { return h.renderCombosList(c, "") })
@@ -544,4 +546,29 @@ func (h *Combos) Test(c echo.Context) error {
 	}
 	vm := views.NewComboTestVM(cb, results, force, h.Clock.Now())
 	return h.comboPanel(c, views.ComboPanelVM{ComboID: cb.ID, Test: &vm})
+}
+
+// comboScanPages bounds how much of the request log one render of the
+// combos' last-hour traffic reads (pages of services.MaxRequestLogLimit
+// entries, newest first).
+const comboScanPages = 10
+
+// recentRequests reads the request log from since to now, newest first, at
+// most comboScanPages pages; truncated says older entries of the window
+// were left unread.
+func recentRequests(ctx context.Context, logs services.RequestLogStore, since time.Time) ([]services.RequestLogEntry, bool, error) {
+	q := services.RequestLogQuery{Since: since, Limit: services.MaxRequestLogLimit}
+	var out []services.RequestLogEntry
+	for range comboScanPages {
+		page, err := logs.ListRequestLogs(ctx, q)
+		if err != nil {
+			return nil, false, err
+		}
+		out = append(out, page.Items...)
+		if page.NextCursor == "" {
+			return out, false, nil
+		}
+		q.Cursor = page.NextCursor
+	}
+	return out, true, nil
 }

@@ -148,6 +148,7 @@ func (h *Connections) Create(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	NoteAudit(c, "connection.create", conn.ID)
 	trigger(c, views.EventConnectionsChanged, nil)
 	toast(c, "success", "Connection "+conn.Name+" added.")
 	return afterMutation(c, connectionsHref, func() error { return h.connectionSaved(c) })

@@ -24,6 +24,8 @@ const (
 	ctxAPIKey    = "sy.api-key"
 	ctxRequestID = "sy.request-id"
 	ctxGateway   = "sy.gateway-audience"
+	ctxAuditAct  = "sy.audit-action"
+	ctxAuditID   = "sy.audit-target"
 )
 
 // SetGatewayAudience marks the request as the client API's: its errors are
@@ -36,6 +38,25 @@ func SetGatewayAudience(c echo.Context) { c.Set(ctxGateway, true) }
 func GatewayAudience(c echo.Context) bool {
 	v, _ := c.Get(ctxGateway).(bool)
 	return v
+}
+
+// NoteAudit names a mutation for the audit log ("combo.create") and, when
+// targetID is not "", the id it made or changed where the path does not
+// carry one (a create). The app's audit middleware reads both.
+func NoteAudit(c echo.Context, action, targetID string) {
+	if action != "" {
+		c.Set(ctxAuditAct, action)
+	}
+	if targetID != "" {
+		c.Set(ctxAuditID, targetID)
+	}
+}
+
+// AuditNote returns what NoteAudit recorded.
+func AuditNote(c echo.Context) (action, targetID string) {
+	action, _ = c.Get(ctxAuditAct).(string)
+	targetID, _ = c.Get(ctxAuditID).(string)
+	return action, targetID
 }
 
 // SetSessionID records the signed-in admin session id on the request.

@@ -126,6 +126,7 @@ func (h *Keys) Create(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	NoteAudit(c, "key.create", k.ID)
 	trigger(c, views.EventKeysChanged, nil)
 	toast(c, "success", "Key "+k.Name+" created. Copy it now: it is shown only once.")
 	return h.keysPage(c, http.StatusOK, views.KeyCreated(*panel, list), views.KeysPageVM{Secret: panel})

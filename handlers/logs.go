@@ -49,6 +49,32 @@ func parseLogTime(s string) (time.Time, bool) {
 	return time.Time{}, false
 }
 
+// timeRange reads the time fields of a filter form (Request logs, Audit
+// log): the from/to fields when custom, else the range choice ending now.
+// Unreadable fields are reported in errs.
+func timeRange(custom bool, rng, since, until string, now time.Time, errs views.FieldErrors) (from, to time.Time) {
+	if !custom {
+		if d := views.LogRangeDuration(rng); d > 0 {
+			from = now.Add(-d)
+		}
+		return from, to
+	}
+	for _, f := range []struct {
+		name, value string
+		dst         *time.Time
+	}{{"since", since, &from}, {"until", until, &to}} {
+		if f.value == "" {
+			continue
+		}
+		if t, ok := parseLogTime(f.value); ok {
+			*f.dst = t
+		} else {
+			errs[f.name] = msgLogWhen
+		}
+	}
+	return from, to
+}
+
 // logFilters reads the filter form (the query) into its view model, the
 // store query and the problems found before asking the store.
 func logFilters(v url.Values, now time.Time) (views.LogFiltersVM, services.RequestLogQuery, views.FieldErrors) {
@@ -58,24 +84,7 @@ func logFilters(v url.Values, now time.Time) (views.LogFiltersVM, services.Reque
 	q := services.RequestLogQuery{Outcome: f.Outcome, Model: f.Model, Provider: f.Provider, ConnectionID: f.Connection,
 		KeyID: f.Key, RequestID: f.RequestID, Cursor: v.Get("cursor")}
 	errs := views.FieldErrors{}
-	if f.Custom() {
-		if f.Since != "" {
-			if t, ok := parseLogTime(f.Since); ok {
-				q.Since = t
-			} else {
-				errs["since"] = msgLogWhen
-			}
-		}
-		if f.Until != "" {
-			if t, ok := parseLogTime(f.Until); ok {
-				q.Until = t
-			} else {
-				errs["until"] = msgLogWhen
-			}
-		}
-	} else if d := views.LogRangeDuration(f.Range); d > 0 {
-		q.Since = now.Add(-d)
-	}
+	q.Since, q.Until = timeRange(f.Custom(), f.Range, f.Since, f.Until, now, errs)
 	switch f.Stream {
 	case "yes", "true":
 		on := true

@@ -3,11 +3,11 @@ package handlers
 import (
 	"context"
 	"net/http"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"switchyard/services"
+	"switchyard/services/stats"
 	"switchyard/views"
 )
 
@@ -16,29 +16,22 @@ import (
 // counts, the client base URL with copyable snippets, and the get-started
 // checklist.
 
-// overviewScanPages bounds how much of the request log one refresh of the
-// traffic tiles reads (pages of services.MaxRequestLogLimit entries, newest
-// first). A busier window is summarised from its newest entries, and the
-// tiles say so.
-const overviewScanPages = 10
-
-// failingSpan is the time "Top failing targets" covers.
-const failingSpan = time.Hour
-
 // Overview serves the Overview page.
 type Overview struct {
 	Layout
 	Conns  ConnectionLister
 	Combos ComboLister
 	Keys   KeyLister
-	// Logs feeds the traffic tiles (nil leaves them out).
-	Logs services.RequestLogStore
+	// Stats feeds the traffic tiles, the chart, the failing targets and the
+	// estimated cost, from memory (nil leaves them out).
+	Traffic TrafficSummaries
 	// Status feeds the resilience tiles (nil leaves them out).
 	Status StatusReader
-	// Leases and Queues may be nil.
-	Leases LeaseAdmin
-	Queues QueueStats
-	Clock  services.Clock
+	// Leases, Queues and Waiting may be nil.
+	Leases  LeaseAdmin
+	Queues  QueueStats
+	Waiting WaitingReader
+	Clock   services.Clock
 }
 
 // Show renders the Overview; ?window=1h|24h picks the traffic window.
@@ -90,27 +83,29 @@ func (h *Overview) Stats(c echo.Context) error {
 	return render(c, http.StatusOK, views.OverviewStats(stats), nil)
 }
 
-// overviewStats reads the traffic of the window from the request log (the
-// tiles, the chart and the top failing targets of the last hour) and the
-// resilience counts from the engine (the figures of the Runtime page's KPI
-// strip, plus active leases and queued requests).
+// overviewStats reads the traffic of the window from the in-memory buckets
+// (the tiles, the chart, the estimated cost, and the top failing targets
+// of the last hour whatever the window) and the resilience counts from the
+// engine (the figures of the Runtime page's KPI strip, plus active leases
+// and queued requests). Nothing of it reads the database but the
+// connection names.
 func (h *Overview) overviewStats(ctx context.Context, w views.OverviewWindow) (views.OverviewStatsVM, error) {
 	now := h.Clock.Now()
 	vm := views.OverviewStatsVM{Now: now, Window: w}
-	if h.Logs != nil {
-		entries, truncated, err := recentRequests(ctx, h.Logs, now.Add(-w.Span))
-		if err != nil {
-			return vm, err
-		}
-		vm.Traffic = views.NewTrafficVM(entries, truncated)
-		vm.Chart = views.NewTrafficChartVM(entries, w, now)
-		// The top failing targets cover the last hour whatever the window:
-		// the newest entries, which a longer window read first.
+	if h.Traffic != nil {
+		sum := h.Traffic.Summary(w.Key)
 		names, err := connectionNames(ctx, h.Conns)
 		if err != nil {
 			return vm, err
 		}
-		vm.Failing = views.NewFailingTargetsVM(entries, now.Add(-failingSpan), names, now)
+		vm.Traffic = views.NewTrafficVM(sum)
+		vm.Chart = views.NewTrafficChartVM(sum, w, now)
+		vm.Cost = views.NewCostVM(sum, names)
+		failing := sum.Failing
+		if w.Key != stats.Window1h {
+			failing = h.Traffic.Summary(stats.Window1h).Failing
+		}
+		vm.Failing = views.NewFailingTargetsVM(failing, names, now)
 	}
 	if h.Status != nil {
 		snap := h.Status.Snapshot()
@@ -125,27 +120,10 @@ func (h *Overview) overviewStats(ctx context.Context, w views.OverviewWindow) (v
 			vm.Resilience.Queued += q.Queued
 		}
 	}
-	return vm, nil
-}
-
-// recentRequests reads the request log from since to now, newest first, at
-// most overviewScanPages pages; truncated says older entries of the window
-// were left unread.
-func recentRequests(ctx context.Context, logs services.RequestLogStore, since time.Time) ([]services.RequestLogEntry, bool, error) {
-	q := services.RequestLogQuery{Since: since, Limit: services.MaxRequestLogLimit}
-	var out []services.RequestLogEntry
-	for range overviewScanPages {
-		page, err := logs.ListRequestLogs(ctx, q)
-		if err != nil {
-			return nil, false, err
-		}
-		out = append(out, page.Items...)
-		if page.NextCursor == "" {
-			return out, false, nil
-		}
-		q.Cursor = page.NextCursor
+	if h.Waiting != nil {
+		vm.Resilience.Waiting = h.Waiting.Count()
 	}
-	return out, true, nil
+	return vm, nil
 }
 
 // connectionNames maps connection ids to names.

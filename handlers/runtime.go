@@ -61,8 +61,10 @@ type Runtime struct {
 	LeaseAdmin LeaseAdmin
 	QueueStats QueueStats
 	SlotStats  SlotStats
-	Keys       KeyReader
-	Clock      services.Clock
+	// Waiting lists the requests waiting now (nil: the panel stays empty).
+	Waiting WaitingReader
+	Keys    KeyReader
+	Clock   services.Clock
 }
 
 func summaryVM(snap *resilience.Snapshot) views.RuntimeSummaryVM {
@@ -190,7 +192,8 @@ func orDefault(s, def string) string {
 func (h *Runtime) pageVM(ctx context.Context) (views.RuntimePageVM, error) {
 	snap := h.Status.Snapshot()
 	vm := views.RuntimePageVM{Summary: summaryVM(&snap), Breakers: breakersPanelVM(&snap, h.Catalogue),
-		Cooldowns: cooldownsPanelVM(snap, h.Catalogue), Models: modelCooldownsVM(&snap, h.Catalogue), Queues: h.queuesPanel(&snap)}
+		Cooldowns: cooldownsPanelVM(snap, h.Catalogue), Models: modelCooldownsVM(&snap, h.Catalogue), Queues: h.queuesPanel(&snap),
+		Waiting: h.waitingPanel(&snap)}
 	var err error
 	vm.Leases, err = h.leasesPanel(ctx, &snap)
 	return vm, err
@@ -259,6 +262,20 @@ func (h *Runtime) Leases(c echo.Context) error {
 func (h *Runtime) Queues(c echo.Context) error {
 	snap := h.Status.Snapshot()
 	return h.parts(c, views.QueuesPanel(h.queuesPanel(&snap)), nil)
+}
+
+// waitingPanel lists the requests waiting now.
+func (h *Runtime) waitingPanel(snap *resilience.Snapshot) views.WaitingPanelVM {
+	if h.Waiting == nil {
+		return views.NewWaitingPanelVM(nil, nil, snap.At)
+	}
+	return views.NewWaitingPanelVM(h.Waiting.List(), snap.Names(), h.Waiting.Now())
+}
+
+// WaitingRequests is the polled Waiting requests panel.
+func (h *Runtime) WaitingRequests(c echo.Context) error {
+	snap := h.Status.Snapshot()
+	return h.parts(c, views.WaitingPanel(h.waitingPanel(&snap)), nil)
 }
 
 // renderBreakersPanel answers an action of the breakers panel; slot, when

@@ -9,8 +9,8 @@ import (
 	"gorm.io/gorm"
 )
 
-// TouchConnectionsLastUsed stores, in one transaction, when each connection
-// last served a request successfully (connections.last_used_at, ms). A
+// TouchConnectionsLastUsed stores, in one transaction, when a dispatch last
+// started on each connection, served or failed (connections.last_used_at, ms). A
 // value only ever moves forward: an older time than the stored one, or an
 // id that no longer exists, changes nothing. The request path never calls
 // this; the in-memory tracker flushes its batch here.

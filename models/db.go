@@ -124,7 +124,7 @@ func Rows() []any {
 	return []any{&customProviderRow{}, &connectionRow{}, &comboRow{}, &apiKeyRow{}, &settingRow{},
 		&adminCredentialRow{}, &adminSessionRow{}, &BreakerRow{}, &ModelLockoutRow{}, &AffinityPinRow{},
 		&LeaseRow{}, &LearnedRateLimitRow{}, &LearnedToolLimitRow{}, &QuotaWindowRow{}, &RequestLogRow{},
-		&ComboLKGPRow{}, &ContextHandoffRow{}}
+		&ComboLKGPRow{}, &ContextHandoffRow{}, &auditRow{}}
 }
 
 func ms(t *time.Time) *int64 {

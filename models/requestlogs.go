@@ -41,6 +41,12 @@ type RequestLogRow struct {
 	EmergencyFallback bool
 	BodiesCaptured    bool
 	Bodies            *string
+	// EstimatedCostNanoUSD is nil when no price was known (migration 0007).
+	EstimatedCostNanoUSD *int64 `gorm:"column:estimated_cost_nano_usd"`
+	// AttemptedConnections and AttemptedProviders are ",a,b," lists of what
+	// the attempts were dispatched to (the connection and provider filters).
+	AttemptedConnections string
+	AttemptedProviders   string
 }
 
 func (RequestLogRow) TableName() string { return "request_logs" }

@@ -1,6 +1,7 @@
 package models
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -26,10 +27,11 @@ const requestLogColumns = "id, created_at, client_request_id, api_key_id, api_ke
 	"inbound_format, stream, stream_outcome, requested_model, resolved_kind, combo_name, combo_path, strategy, " +
 	"provider, model, connection_id, upstream_format, status, outcome, error_code, attempts, attempt_log, " +
 	"prompt_tokens, cached_tokens, cache_write_tokens, completion_tokens, reasoning_tokens, latency_ms, ttft_ms, " +
-	"upstream_latency_ms, warnings, affinity_hit, lease_managed, emergency_fallback, bodies_captured, bodies"
+	"upstream_latency_ms, warnings, affinity_hit, lease_managed, emergency_fallback, bodies_captured, bodies, " +
+	"estimated_cost_nano_usd, attempted_connections, attempted_providers"
 
 // requestLogColumnCount is the number of names in requestLogColumns.
-const requestLogColumnCount = 39
+const requestLogColumnCount = 42
 
 // purgeChunk bounds how long one retention DELETE holds the single write connection.
 const purgeChunk = 5000
@@ -64,7 +66,7 @@ var (
 var requestLogInsert = &sqlitefast.Insert{Prefix: "INSERT INTO request_logs (" + requestLogColumns + ") VALUES ",
 	Columns: requestLogColumnCount, Suffix: " ON CONFLICT (id) DO NOTHING"}
 
-// fallbackBatchRows bounds the rows of one GORM INSERT (39 columns each,
+// fallbackBatchRows bounds the rows of one GORM INSERT (42 columns each,
 // well under SQLite's 32766 bound parameters).
 const fallbackBatchRows = 64
 
@@ -227,17 +229,25 @@ func (s *RequestLogStore) ListRequestLogs(ctx context.Context, q services.Reques
 	if !q.Until.IsZero() {
 		tx = tx.Where("created_at < ?", q.Until.UnixMilli())
 	}
-	if q.Outcome != "" {
+	switch q.Outcome {
+	case "":
+	case services.RequestOutcomeEmergencyFallback:
+		// Served by the fallback, or tried it and failed.
+		tx = tx.Where("(outcome = ? OR emergency_fallback = ?)", q.Outcome, true)
+	default:
 		tx = tx.Where("outcome = ?", s.text(q.Outcome))
 	}
 	if q.Model != "" {
 		tx = tx.Where("(requested_model = ? OR combo_name = ?)", s.text(q.Model), s.text(q.Model))
 	}
+	// Provider and connection match what served and what any attempt was
+	// dispatched to, so a failing connection's rows include requests that
+	// another connection finally served.
 	if q.Provider != "" {
-		tx = tx.Where("provider = ?", s.text(q.Provider))
+		tx = tx.Where(`(provider = ? OR attempted_providers LIKE ? ESCAPE '\')`, s.text(q.Provider), listedPattern(s.text(q.Provider)))
 	}
 	if q.ConnectionID != "" {
-		tx = tx.Where("connection_id = ?", s.text(q.ConnectionID))
+		tx = tx.Where(`(connection_id = ? OR attempted_connections LIKE ? ESCAPE '\')`, s.text(q.ConnectionID), listedPattern(s.text(q.ConnectionID)))
 	}
 	if q.KeyID != "" {
 		tx = tx.Where("api_key_id = ?", s.text(q.KeyID))
@@ -248,30 +258,44 @@ func (s *RequestLogStore) ListRequestLogs(ctx context.Context, q services.Reques
 	if q.RequestID != "" {
 		tx = tx.Where("(id = ? OR client_request_id = ?)", s.text(q.RequestID), s.text(q.RequestID))
 	}
-	if q.Cursor != "" {
-		c, err := services.ParseRequestLogCursor(q.Cursor)
+	var rows []RequestLogRow
+	if err := keysetPage(tx, q.Cursor, q.Limit, &rows); err != nil {
+		return services.RequestLogPage{}, translate(err, "list request logs")
+	}
+	items, next := pageOf(rows, q.Limit, RequestLogRow.domain, func(e services.RequestLogEntry) (time.Time, string) { return e.CreatedAt, e.ID })
+	return services.RequestLogPage{Items: items, NextCursor: next}, nil
+}
+
+// keysetPage reads one page newest first, strictly after cursor in
+// (created_at DESC, id DESC) order, and one row more than limit (which says
+// there is a next page). The created_at term lets the database range-scan
+// the (created_at DESC, id DESC) index.
+func keysetPage[R any](tx *gorm.DB, cursor string, limit int, rows *[]R) error {
+	if cursor != "" {
+		c, err := services.ParseRequestLogCursor(cursor)
 		if err != nil {
-			return services.RequestLogPage{}, services.Invalid("cursor", "is not a cursor returned by this list")
+			return services.Invalid("cursor", "is not a cursor returned by this list")
 		}
-		// Strictly after the cursor in (created_at DESC, id DESC) order; the
-		// first term lets SQLite range-scan request_logs_time.
 		t := c.CreatedAt.UnixMilli()
 		tx = tx.Where("created_at <= ? AND (created_at < ? OR id < ?)", t, t, c.ID)
 	}
-	var rows []RequestLogRow
-	if err := tx.Order("created_at DESC, id DESC").Limit(q.Limit + 1).Find(&rows).Error; err != nil {
-		return services.RequestLogPage{}, translate(err, "list request logs")
-	}
-	page := services.RequestLogPage{Items: make([]services.RequestLogEntry, 0, min(len(rows), q.Limit))}
+	return tx.Order("created_at DESC, id DESC").Limit(limit + 1).Find(rows).Error
+}
+
+// pageOf maps the rows of keysetPage and, when it read one row more than
+// limit, drops it and returns the cursor after the last item kept.
+func pageOf[R, T any](rows []R, limit int, domain func(R) T, key func(T) (time.Time, string)) ([]T, string) {
+	items := make([]T, 0, min(len(rows), limit))
+	next := ""
 	for i, r := range rows {
-		if i == q.Limit {
-			last := page.Items[len(page.Items)-1]
-			page.NextCursor = services.RequestLogCursor{CreatedAt: last.CreatedAt, ID: last.ID}.String()
+		if i == limit {
+			at, id := key(items[len(items)-1])
+			next = services.RequestLogCursor{CreatedAt: at, ID: id}.String()
 			break
 		}
-		page.Items = append(page.Items, r.domain())
+		items = append(items, domain(r))
 	}
-	return page, nil
+	return items, next
 }
 
 // FindRequestLog returns one entry with its captured bodies.
@@ -337,7 +361,8 @@ func (s *RequestLogStore) purgePostgres(ctx context.Context, cut int64) (int64, 
 func postgresRow(r *RequestLogRow) {
 	for _, f := range []*string{&r.ID, &r.ClientRequestID, &r.APIKeyID, &r.APIKeyName, &r.APIKeyPrefix, &r.Method,
 		&r.Endpoint, &r.InboundFormat, &r.StreamOutcome, &r.RequestedModel, &r.ResolvedKind, &r.ComboName,
-		&r.ComboPath, &r.Strategy, &r.Provider, &r.Model, &r.ConnectionID, &r.UpstreamFormat, &r.Outcome, &r.ErrorCode} {
+		&r.ComboPath, &r.Strategy, &r.Provider, &r.Model, &r.ConnectionID, &r.UpstreamFormat, &r.Outcome, &r.ErrorCode,
+		&r.AttemptedConnections, &r.AttemptedProviders} {
 		*f = PostgresText(*f)
 	}
 }
@@ -349,6 +374,52 @@ func (s *RequestLogStore) text(v string) string {
 	}
 	return v
 }
+
+// listedPattern is the LIKE pattern finding v in a ",a,b," list, with the
+// wildcards of LIKE (connection ids hold "_") escaped.
+func listedPattern(v string) string {
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return "%," + r.Replace(v) + ",%"
+}
+
+// appendAttempted appends the ",a,b," list of the distinct values field
+// picks from the attempts ("" when none).
+func appendAttempted(b []byte, log []services.AttemptRecord, field func(*services.AttemptRecord) string) []byte {
+	start := len(b)
+	for i := range log {
+		v := field(&log[i])
+		if v == "" || strings.Contains(v, ",") {
+			continue
+		}
+		if listed(b[start:], v) {
+			continue
+		}
+		if len(b) == start {
+			b = append(b, ',')
+		}
+		b = append(append(b, v...), ',')
+	}
+	return b
+}
+
+// listed reports whether v is an item of the ",a,b," list.
+func listed(list []byte, v string) bool {
+	for len(list) > 1 {
+		list = list[1:]
+		i := bytes.IndexByte(list, ',')
+		if i < 0 {
+			return false
+		}
+		if string(list[:i]) == v {
+			return true
+		}
+		list = list[i:]
+	}
+	return false
+}
+
+func attemptConnection(a *services.AttemptRecord) string { return a.ConnectionID }
+func attemptProvider(a *services.AttemptRecord) string   { return a.Provider }
 
 // domain maps a row back. Unreadable JSON columns come back empty rather than
 // failing the whole list: a log view should still show the rest of the row.
@@ -367,6 +438,9 @@ func (r RequestLogRow) domain() services.RequestLogEntry {
 		LatencyMs: r.LatencyMs, TtftMs: r.TtftMs, UpstreamLatencyMs: r.UpstreamLatencyMs,
 		Warnings: []string{}, AffinityHit: r.AffinityHit, LeaseManaged: r.LeaseManaged,
 		EmergencyFallback: r.EmergencyFallback, BodiesCaptured: r.BodiesCaptured,
+	}
+	if r.EstimatedCostNanoUSD != nil {
+		e.EstimatedCost = services.Cost{NanoUSD: *r.EstimatedCostNanoUSD, Known: true}
 	}
 	if err := json.Unmarshal([]byte(r.AttemptLog), &e.AttemptLog); err != nil || e.AttemptLog == nil {
 		e.AttemptLog = []services.AttemptRecord{}
@@ -433,6 +507,17 @@ func encodeRequestLogs(b *sqlitefast.Batch, entries []services.RequestLogEntry) 
 			b.Text = appendBodies(b.Text, x.Bodies)
 			b.Span(off)
 		}
+		if x.EstimatedCost.Known {
+			b.Int(x.EstimatedCost.NanoUSD)
+		} else {
+			b.Null()
+		}
+		off = len(b.Text)
+		b.Text = appendAttempted(b.Text, x.AttemptLog, attemptConnection)
+		b.Span(off)
+		off = len(b.Text)
+		b.Text = appendAttempted(b.Text, x.AttemptLog, attemptProvider)
+		b.Span(off)
 	}
 	if len(b.Params) != len(entries)*requestLogColumnCount {
 		return fmt.Errorf("encoded %d values for %d rows of %d columns", len(b.Params), len(entries), requestLogColumnCount)
@@ -461,6 +546,15 @@ func requestLogRows(entries []services.RequestLogEntry) []RequestLogRow {
 			s := string(buf)
 			bodies = &s
 		}
+		var cost *int64
+		if x.EstimatedCost.Known {
+			n := x.EstimatedCost.NanoUSD
+			cost = &n
+		}
+		buf = appendAttempted(buf[:0], x.AttemptLog, attemptConnection)
+		attemptedConns := string(buf)
+		buf = appendAttempted(buf[:0], x.AttemptLog, attemptProvider)
+		attemptedProviders := string(buf)
 		rows[i] = RequestLogRow{ID: x.ID, CreatedAt: x.CreatedAt.UnixMilli(), ClientRequestID: x.ClientRequestID,
 			APIKeyID: x.APIKeyID, APIKeyName: x.APIKeyName, APIKeyPrefix: x.APIKeyPrefix, Method: method,
 			Endpoint: x.Endpoint, InboundFormat: x.InboundFormat, Stream: x.Stream, StreamOutcome: x.StreamOutcome,
@@ -471,7 +565,8 @@ func requestLogRows(entries []services.RequestLogEntry) []RequestLogRow {
 			CacheWriteTokens: x.CacheWriteTokens, CompletionTokens: x.CompletionTokens, ReasoningTokens: x.ReasoningTokens,
 			LatencyMs: x.LatencyMs, TtftMs: x.TtftMs, UpstreamLatencyMs: x.UpstreamLatencyMs, Warnings: warnings,
 			AffinityHit: x.AffinityHit, LeaseManaged: x.LeaseManaged, EmergencyFallback: x.EmergencyFallback,
-			BodiesCaptured: x.BodiesCaptured, Bodies: bodies}
+			BodiesCaptured: x.BodiesCaptured, Bodies: bodies, EstimatedCostNanoUSD: cost,
+			AttemptedConnections: attemptedConns, AttemptedProviders: attemptedProviders}
 	}
 	return rows
 }

@@ -54,6 +54,7 @@ func fullEntry() services.RequestLogEntry {
 		PromptTokens: 1200, CachedTokens: 300, CacheWriteTokens: 20, CompletionTokens: 310, ReasoningTokens: 40,
 		LatencyMs: 5230, TtftMs: &ttft, UpstreamLatencyMs: 4815, Warnings: []string{"param_dropped:logprobs"},
 		AffinityHit: true, LeaseManaged: true, EmergencyFallback: true, BodiesCaptured: true,
+		EstimatedCost: services.Cost{NanoUSD: 1_402_000, Known: true},
 		Bodies: &services.CapturedBodies{
 			Request:  &services.CapturedBody{Text: `{"model":"fast"}`},
 			Response: &services.CapturedBody{Text: "hello", Truncated: true},
@@ -107,6 +108,22 @@ func TestRequestLogRoundTrip(t *testing.T) {
 		`"detail":"tpm","upstreamStatus":429,"errorCode":"rate_limited","retryHintSource":"retry-after","latencyMs":410}`
 	if raw.AttemptLog[:len(first)+1] != "["+first {
 		t.Fatalf("stored attempt_log = %s", raw.AttemptLog)
+	}
+	// The cost in nano-USD (NULL when unknown) and the attempted connections
+	// and providers as ",a,b," lists for the filters.
+	var extra struct {
+		EstimatedCostNanoUSD *int64
+		AttemptedConnections string
+		AttemptedProviders   string
+	}
+	db.Raw("SELECT estimated_cost_nano_usd, attempted_connections, attempted_providers FROM request_logs WHERE id = ?", full.ID).Scan(&extra)
+	if extra.EstimatedCostNanoUSD == nil || *extra.EstimatedCostNanoUSD != 1_402_000 || extra.AttemptedConnections != ",c_7,c_2," ||
+		extra.AttemptedProviders != ",openai,glm," {
+		t.Fatalf("stored extras %+v", extra)
+	}
+	db.Raw("SELECT estimated_cost_nano_usd, attempted_connections, attempted_providers FROM request_logs WHERE id = ?", minimal.ID).Scan(&extra)
+	if extra.EstimatedCostNanoUSD != nil || extra.AttemptedConnections != "" || extra.AttemptedProviders != "" {
+		t.Fatalf("stored minimal extras %+v", extra)
 	}
 
 	// Lists leave the bodies out.
@@ -217,24 +234,43 @@ func TestRequestLogFilters(t *testing.T) {
 			ClientRequestID: "my-req-1"},
 		services.RequestLogEntry{ID: "d", CreatedAt: at(30), Endpoint: "/v1/chat/completions", Outcome: "aborted",
 			RequestedModel: "fast", ResolvedKind: "combo", ComboName: "fast", Provider: "glm", ConnectionID: "c_3", APIKeyID: "k_2", Status: 499},
+		// e failed on c_1x7 (openai) and c_7 twice, then glm's c_2 served;
+		// f tried the emergency fallback and failed.
+		services.RequestLogEntry{ID: "e", CreatedAt: at(40), Endpoint: "/v1/chat/completions", Outcome: "failover",
+			RequestedModel: "fast", ResolvedKind: "combo", ComboName: "fast", Provider: "glm", ConnectionID: "c_2", APIKeyID: "k_3",
+			AttemptLog: []services.AttemptRecord{{Seq: 0, Provider: "openai", ConnectionID: "c_1x7", Outcome: "server_error"},
+				{Seq: 1, Provider: "openai", ConnectionID: "c_7", Outcome: "rate_limit"}, {Seq: 2, Provider: "openai", ConnectionID: "c_7", Outcome: "rate_limit"},
+				{Seq: 3, Provider: "glm", ConnectionID: "c_2", Outcome: "success"}}},
+		services.RequestLogEntry{ID: "f", CreatedAt: at(50), Endpoint: "/v1/chat/completions", Outcome: "upstream_error", Status: 503,
+			RequestedModel: "smart", EmergencyFallback: true, APIKeyID: "k_3"},
+		services.RequestLogEntry{ID: "g", CreatedAt: at(60), Endpoint: "/v1/chat/completions", Outcome: "emergency_fallback", Status: 200,
+			RequestedModel: "smart", EmergencyFallback: true, APIKeyID: "k_3"},
 	)
 	cases := []struct {
 		name string
 		q    services.RequestLogQuery
 		want string
 	}{
-		{"none", services.RequestLogQuery{}, "d,c,b,a"},
-		{"since inclusive", services.RequestLogQuery{Since: at(10)}, "d,c,b"},
+		{"none", services.RequestLogQuery{Until: at(35)}, "d,c,b,a"},
+		{"since inclusive", services.RequestLogQuery{Since: at(10), Until: at(35)}, "d,c,b"},
 		{"until exclusive", services.RequestLogQuery{Until: at(20)}, "b,a"},
 		{"window", services.RequestLogQuery{Since: at(5), Until: at(25)}, "c,b"},
-		{"outcome", services.RequestLogQuery{Outcome: "failover"}, "b"},
+		{"outcome", services.RequestLogQuery{Outcome: "failover"}, "e,b"},
 		{"model as sent", services.RequestLogQuery{Model: "openai/gpt-4o"}, "b"},
-		{"model matches combo", services.RequestLogQuery{Model: "fast"}, "d,c,a"},
-		{"provider", services.RequestLogQuery{Provider: "glm"}, "d,a"},
-		{"connection", services.RequestLogQuery{ConnectionID: "c_7"}, "b"},
+		{"model matches combo", services.RequestLogQuery{Model: "fast"}, "e,d,c,a"},
+		{"provider", services.RequestLogQuery{Provider: "glm", Until: at(35)}, "d,a"},
+		{"connection", services.RequestLogQuery{ConnectionID: "c_7", Until: at(35)}, "b"},
 		{"key", services.RequestLogQuery{KeyID: "k_2"}, "d,c"},
+		// Attempts count: the failing connection and provider find the
+		// request another one served; "_" in an id is no wildcard.
+		{"connection attempted", services.RequestLogQuery{ConnectionID: "c_7"}, "e,b"},
+		{"connection attempted, no wildcard", services.RequestLogQuery{ConnectionID: "c_1_7"}, ""},
+		{"connection attempted once", services.RequestLogQuery{ConnectionID: "c_1x7"}, "e"},
+		{"connection served", services.RequestLogQuery{ConnectionID: "c_2"}, "e,a"},
+		{"provider attempted", services.RequestLogQuery{Provider: "openai"}, "e,b"},
+		{"emergency fallback, served or failed", services.RequestLogQuery{Outcome: "emergency_fallback"}, "g,f"},
 		{"stream", services.RequestLogQuery{Stream: &yes}, "c,a"},
-		{"not stream", services.RequestLogQuery{Stream: &no}, "d,b"},
+		{"not stream", services.RequestLogQuery{Stream: &no, Until: at(35)}, "d,b"},
 		{"request id", services.RequestLogQuery{RequestID: "b"}, "b"},
 		{"client request id", services.RequestLogQuery{RequestID: "my-req-1"}, "c"},
 		{"combined", services.RequestLogQuery{Model: "fast", KeyID: "k_2", Stream: &yes}, "c"},

@@ -98,12 +98,19 @@ type RequestLogEntry struct {
 	UpstreamLatencyMs int64
 	// Warnings are the signalled losses of 10-gateway-api §6.8.
 	Warnings []string
-	// AffinityHit, LeaseManaged and EmergencyFallback describe how the target was chosen.
+	// AffinityHit, LeaseManaged and EmergencyFallback describe how the
+	// target was chosen. EmergencyFallback is set whenever the emergency
+	// fallback was tried: Outcome emergency_fallback when it served, else
+	// the failure it ended with.
 	AffinityHit       bool
 	LeaseManaged      bool
 	EmergencyFallback bool
 	// BodiesCaptured says bodies were captured for this request (logging.captureBodies).
 	BodiesCaptured bool
+	// EstimatedCost is the request's price from the model price table
+	// (Prices) for its tokens; unknown when the served model has no price.
+	// Always an estimate: list prices, not the provider's bill.
+	EstimatedCost Cost
 	// Bodies holds the captured bodies, nil when none were captured. List results
 	// leave it nil to stay small; FindRequestLog fills it.
 	Bodies *CapturedBodies
@@ -164,10 +171,14 @@ type RequestLogQuery struct {
 	// Since (inclusive) and Until (exclusive) bound CreatedAt; Since must be before Until.
 	Since time.Time
 	Until time.Time
-	// Outcome is one of RequestOutcomes.
+	// Outcome is one of RequestOutcomes. emergency_fallback matches every
+	// request that tried the emergency fallback, served by it or not.
 	Outcome string
 	// Model matches the requested model or the combo name.
-	Model        string
+	Model string
+	// Provider and ConnectionID match the provider or connection that
+	// served and every one an attempt was dispatched to, so the rows of a
+	// failing connection include the requests another one finally served.
 	Provider     string
 	ConnectionID string
 	// KeyID matches the client key id.
@@ -186,24 +197,32 @@ type RequestLogQuery struct {
 // *ValidationError keyed by query parameter name.
 func (q RequestLogQuery) Normalize() (RequestLogQuery, error) {
 	fe := fieldErrors{}
-	if q.Limit == 0 {
-		q.Limit = DefaultRequestLogLimit
-	}
-	if q.Limit < 1 || q.Limit > MaxRequestLogLimit {
-		fe.add("limit", "must be between 1 and 500")
-	}
-	if !q.Since.IsZero() && !q.Until.IsZero() && !q.Since.Before(q.Until) {
-		fe.add("since", "must be before until")
-	}
+	q.Limit = checkTimePage(fe, q.Limit, q.Since, q.Until, q.Cursor)
 	if q.Outcome != "" && !ValidRequestOutcome(q.Outcome) {
 		fe.add("outcome", "must be one of success, client_error, upstream_error, failover, emergency_fallback, aborted")
 	}
-	if q.Cursor != "" {
-		if _, err := ParseRequestLogCursor(q.Cursor); err != nil {
+	return q, fe.Err()
+}
+
+// checkTimePage checks what every time-ordered list shares (the request
+// log, the audit log): the page size (0 = the default), since before until,
+// a cursor of this list format. It returns the limit to use.
+func checkTimePage(fe fieldErrors, limit int, since, until time.Time, cursor string) int {
+	if limit == 0 {
+		limit = DefaultRequestLogLimit
+	}
+	if limit < 1 || limit > MaxRequestLogLimit {
+		fe.add("limit", "must be between 1 and 500")
+	}
+	if !since.IsZero() && !until.IsZero() && !since.Before(until) {
+		fe.add("since", "must be before until")
+	}
+	if cursor != "" {
+		if _, err := ParseRequestLogCursor(cursor); err != nil {
 			fe.add("cursor", "is not a cursor returned by this list")
 		}
 	}
-	return q, fe.Err()
+	return limit
 }
 
 // RequestLogPage is one page of request logs, newest first.

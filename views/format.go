@@ -2,10 +2,13 @@ package views
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"switchyard/services"
 )
 
 func itoa64(v int64) string { return strconv.FormatInt(v, 10) }
@@ -78,4 +81,26 @@ func Ago(t, now time.Time) string {
 		return fmt.Sprintf("%d h ago", int(d.Hours()))
 	}
 	return fmt.Sprintf("%d days ago", int(d.Hours()/24))
+}
+
+// CostText renders an estimated cost in US dollars with two significant
+// digits below a dollar ("$0.0045", "$1.23", "$1,234"), "—" when no price
+// was known. Callers mark it as an estimate next to it.
+func CostText(c services.Cost) string {
+	if !c.Known {
+		return "—"
+	}
+	usd := c.USD()
+	switch {
+	case c.NanoUSD == 0:
+		return "$0"
+	case usd >= 1000:
+		return "$" + Thousands(int64(math.Round(usd)))
+	case usd >= 1:
+		return "$" + strconv.FormatFloat(usd, 'f', 2, 64)
+	case usd < 0.000001:
+		return "< $0.000001"
+	}
+	decimals := min(max(2, 1-int(math.Floor(math.Log10(usd)))), 6)
+	return "$" + strconv.FormatFloat(usd, 'f', decimals, 64)
 }

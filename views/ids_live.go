@@ -25,6 +25,7 @@ const (
 	OverviewLockedID      = "overview-locked-models"
 	OverviewLeasesID      = "overview-leases"
 	OverviewQueuedID      = "overview-queued"
+	OverviewWaitingID     = "overview-waiting"
 	// OverviewChartID is the requests chart; OverviewChartTableID its
 	// visually hidden data table.
 	OverviewChartID        = "overview-chart"
@@ -32,6 +33,13 @@ const (
 	OverviewChartEmptyID   = "overview-chart-empty"
 	OverviewFailingID      = "overview-failing"
 	OverviewFailingEmptyID = "overview-failing-empty"
+	// OverviewCostID is the tile of the window's estimated cost;
+	// OverviewCostPanelID the tables per key, connection and model.
+	OverviewCostID        = "overview-cost"
+	OverviewCostPanelID   = "overview-cost-panel"
+	OverviewCostByKeyID   = "overview-cost-by-key"
+	OverviewCostByConnID  = "overview-cost-by-connection"
+	OverviewCostByModelID = "overview-cost-by-model"
 
 	// CombosReadinessPollID is the hidden element that polls GET /combos/readiness.
 	CombosReadinessPollID = "combos-readiness"

@@ -35,6 +35,10 @@ const (
 	LeasesEmptyID         = "leases-empty"
 	LeasesConfirmID       = "leases-confirm"
 	QueuesPanelID         = "queues"
+	WaitingPanelID        = "waiting"
+	WaitingCountsID       = "waiting-counts"
+	WaitingEmptyID        = "waiting-empty"
+	WaitingTableID        = "waiting-table"
 	QueuesEmptyID         = "queues-empty"
 	QueuesTableID         = "queues-queues"
 	SlotsTableID          = "queues-slots"
@@ -72,6 +76,7 @@ const (
 	RowLeaseEnd       = "lease-end"
 	RowQueue          = "queue"
 	RowSlot           = "slot"
+	RowWaiting        = "waiting"
 	RowConnCooldown   = "conn-" + CellSlot + "-cooldown"    // conn-<id>-cooldown
 	RowConnError      = "conn-" + CellSlot + "-error"       // conn-<id>-error
 	RowConnConc       = "conn-" + CellSlot + "-concurrency" // conn-<id>-concurrency

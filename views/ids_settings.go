@@ -42,24 +42,46 @@ const (
 	LogDetailID      = "log-detail"
 	LogDetailCloseID = "log-detail-close"
 	LogTimelineID    = "log-timeline"
+	LogDetailCostID  = "log-detail-cost"
+
+	// Audit log.
+	AuditPageID    = "audit-page"
+	AuditFiltersID = "audit-filters"
+	AuditListID    = "audit-list"
+	AuditEmptyID   = "audit-empty"
+	AuditNoMatchID = "audit-no-match"
+	AuditOlderID   = "audit-older"
+	AuditNewestID  = "audit-newest"
+	AuditClearID   = "audit-clear"
+
+	// Settings → Model prices.
+	PricesPageID      = "prices-page"
+	PricesTableID     = "prices-table"
+	PriceFormID       = "price-form"
+	PriceFormSubmitID = "price-form-submit"
 )
 
 // Row kinds of the Settings and Request logs pages.
 const (
-	RowSettingsCard = "settings"        // RowID(RowSettingsCard, section) is a card's id
-	RowRule         = "rule"            // provider error rule row (by index)
-	RowFlag         = "flag"            // feature flag row (by key)
-	RowFlagSwitch   = "flag-switch"     // its switch
-	RowFlagSave     = "flag-save"       // its Save button
-	RowFlagReset    = "flag-reset"      // its Reset button
-	RowFlagSource   = "flag-source"     // its source text
-	RowSession      = "session"         // admin session row (by id hash)
-	RowSessionEnd   = "session-end"     // its Sign out button
-	RowLog          = "log"             // request log row (by id)
-	RowLogLink      = "log-link"        // the link opening its detail
-	RowAttempt      = "attempt"         // attempt timeline entry (by index)
-	CardRevision    = "revision"        // RowID(CardRevision, section): a card's hidden revision input
-	CardStatus      = "settings-status" // RowID(CardStatus, section): a card's "Saved" line
+	RowSettingsCard      = "settings"            // RowID(RowSettingsCard, section) is a card's id
+	RowRule              = "rule"                // provider error rule row (by index)
+	RowFlag              = "flag"                // feature flag row (by key)
+	RowFlagSwitch        = "flag-switch"         // its switch
+	RowFlagSave          = "flag-save"           // its Save button
+	RowFlagReset         = "flag-reset"          // its Reset button
+	RowFlagSource        = "flag-source"         // its source text
+	RowSession           = "session"             // admin session row (by id hash)
+	RowSessionEnd        = "session-end"         // its Sign out button
+	RowLog               = "log"                 // request log row (by id)
+	RowLogLink           = "log-link"            // the link opening its detail
+	RowAttempt           = "attempt"             // attempt timeline entry (by index)
+	RowLogCost           = "log-cost"            // a request's estimated cost cell
+	RowLogFallbackFailed = "log-fallback-failed" // its "emergency fallback failed" tag
+	RowAudit             = "audit"               // audit log row (by id)
+	RowPrice             = "price"               // model price row (by provider/model)
+	RowPriceRemove       = "price-remove"        // its "Remove override" button
+	CardRevision         = "revision"            // RowID(CardRevision, section): a card's hidden revision input
+	CardStatus           = "settings-status"     // RowID(CardStatus, section): a card's "Saved" line
 )
 
 // Settings → Resilience sections: the URL segment of each card

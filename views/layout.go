@@ -14,9 +14,11 @@ var Nav = []NavItem{
 	{"Combos", "/combos", ""},
 	{"API keys", "/keys", ""},
 	{"Request logs", "/logs", ""},
+	{"Audit log", "/audit", ""},
 	{"Runtime", "/runtime", ""},
 	{"Resilience", "/settings/resilience", "Settings"},
 	{"Feature flags", "/settings/flags", "Settings"},
+	{"Model prices", "/settings/prices", "Settings"},
 	{"Account", "/settings/account", "Settings"},
 	{"Health", "/health", ""},
 }

@@ -12,6 +12,7 @@ import (
 	"switchyard/services"
 	"switchyard/services/gateway"
 	"switchyard/services/quota"
+	"switchyard/services/stats"
 )
 
 // renderDoc renders a component and parses it.
@@ -192,17 +193,15 @@ func TestTargetMetrics(t *testing.T) {
 
 func TestTrafficChart(t *testing.T) {
 	now := time.Date(2026, 3, 1, 10, 30, 20, 0, time.UTC)
-	at := func(d time.Duration, status int, outcome string) services.RequestLogEntry {
-		return services.RequestLogEntry{CreatedAt: now.Add(-d), Status: status, Outcome: outcome}
-	}
-	entries := []services.RequestLogEntry{
-		at(10*time.Second, 200, services.RequestOutcomeSuccess),       // 10:30
-		at(15*time.Second, 200, services.RequestOutcomeFailover),      // 10:30
-		at(15*time.Second, 503, services.RequestOutcomeUpstreamError), // 10:30
-		at(5*time.Minute, 200, services.RequestOutcomeSuccess),        // 10:25
-		at(5*time.Minute, 499, services.RequestOutcomeAborted),        // not drawn
-		at(2*time.Hour, 200, services.RequestOutcomeSuccess),          // outside the hour
-	}
+	minute := func(ago time.Duration) time.Time { return now.Add(-ago).Truncate(time.Minute) }
+	// The summary's minutes: 10:30 with two successes and a failure, 10:25
+	// with a success and a client abort, and one outside the hour.
+	sum := stats.Summary{PerMinute: []stats.Point{
+		{T: minute(2 * time.Hour), OK: 1},
+		{T: minute(5 * time.Minute), OK: 1, Aborted: 1},
+		{T: minute(0), OK: 2, Failed: 1},
+	}}
+	entries := sum
 	c := NewTrafficChartVM(entries, LookupOverviewWindow("1h"), now)
 	if len(c.Buckets) != 60 || c.Bucket != time.Minute || c.Title() != "Requests per minute" {
 		t.Fatalf("buckets %d of %s", len(c.Buckets), c.Bucket)
@@ -259,7 +258,7 @@ func TestTrafficChart(t *testing.T) {
 		t.Error("a style attribute in the chart")
 	}
 
-	empty := renderDoc(t, trafficChart(NewTrafficChartVM(nil, LookupOverviewWindow("1h"), now)))
+	empty := renderDoc(t, trafficChart(NewTrafficChartVM(stats.Summary{}, LookupOverviewWindow("1h"), now)))
 	if empty.Find("svg").Length() != 0 || squash(empty.Find(`[data-testid="overview-chart-empty"]`)) != "No requests in the last hour." {
 		t.Error("an empty window draws a chart")
 	}
@@ -267,37 +266,18 @@ func TestTrafficChart(t *testing.T) {
 
 func TestFailingTargets(t *testing.T) {
 	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
-	attempt := func(seq int, provider, model, conn, outcome string, status int, detail string) services.AttemptRecord {
-		return services.AttemptRecord{Seq: seq, Provider: provider, Model: model, ConnectionID: conn, Outcome: outcome, UpstreamStatus: status, Detail: detail}
-	}
-	entries := []services.RequestLogEntry{
-		// A failover: fake/model-x failed on c_b, then served on c_a.
-		{CreatedAt: now.Add(-5 * time.Minute), Status: 200, Outcome: services.RequestOutcomeFailover, AttemptLog: []services.AttemptRecord{
-			attempt(0, "fake", "model-x", "c_b", "not_found", 404, "model_not_found"),
-			attempt(1, "fake", "model-x", "c_a", "success", 200, "")}},
-		// Two more failures on c_b, the newest a rate limit.
-		{CreatedAt: now.Add(-2 * time.Minute), Status: 503, Outcome: services.RequestOutcomeUpstreamError, AttemptLog: []services.AttemptRecord{
-			attempt(0, "fake", "model-x", "c_b", "server_error", 500, "boom"),
-			attempt(1, "fake", "model-x", "c_b", "rate_limit", 429, "Slow down")}},
-		// Client-side outcomes are not the target's failures.
-		{CreatedAt: now.Add(-time.Minute), Status: 499, Outcome: services.RequestOutcomeAborted, AttemptLog: []services.AttemptRecord{
-			attempt(0, "fake", "model-y", "c_a", "client_abort", 0, "")}},
-		// A failed request without an attempt log counts against what served it.
-		{CreatedAt: now.Add(-3 * time.Minute), Status: 502, Outcome: services.RequestOutcomeUpstreamError, ErrorCode: "upstream_error",
-			Provider: "other", Model: "m", ConnectionID: "c_gone"},
-		// Refused before routing: no target.
-		{CreatedAt: now.Add(-3 * time.Minute), Status: 401, Outcome: services.RequestOutcomeClientError},
-		// Older than the hour.
-		{CreatedAt: now.Add(-2 * time.Hour), Status: 503, Outcome: services.RequestOutcomeUpstreamError, AttemptLog: []services.AttemptRecord{
-			attempt(0, "fake", "model-z", "c_a", "server_error", 503, "")}},
+	list := []stats.FailingTarget{
+		{Provider: "fake", Model: "model-x", ConnectionID: "c_b", Failures: 3,
+			Last: stats.Failure{At: now.Add(-2 * time.Minute), Seq: 1, Status: 429, Reason: "rate_limit", Detail: "Slow down"}},
+		{Provider: "other", Model: "m", ConnectionID: "c_gone", Failures: 1,
+			Last: stats.Failure{At: now.Add(-3 * time.Minute), Status: 502, Code: "upstream_error"}},
 	}
 	for i := range 6 {
-		entries = append(entries, services.RequestLogEntry{CreatedAt: now.Add(-time.Duration(10+i) * time.Minute), Status: 503,
-			Outcome: services.RequestOutcomeUpstreamError, AttemptLog: []services.AttemptRecord{
-				attempt(0, "p"+string(rune('a'+i)), "m", "c_a", "transient", 0, "")}})
+		list = append(list, stats.FailingTarget{Provider: "p" + string(rune('a'+i)), Model: "m", ConnectionID: "c_a", Failures: 1,
+			Last: stats.Failure{At: now.Add(-time.Duration(10+i) * time.Minute), Reason: "transient", Detail: strings.Repeat("x", 200)}})
 	}
 	names := map[string]string{"c_a": "fake-a", "c_b": "fake-b"}
-	got := NewFailingTargetsVM(entries, now.Add(-time.Hour), names, now)
+	got := NewFailingTargetsVM(list, names, now)
 	if len(got) != 5 {
 		t.Fatalf("%d rows, want the top 5", len(got))
 	}
@@ -312,17 +292,8 @@ func TestFailingTargets(t *testing.T) {
 	if g := got[1]; g.Target() != "other/m" || g.Connection != "c_gone" || g.Failures != 1 || g.LastError != "502 upstream_error" {
 		t.Errorf("second %+v", g)
 	}
-	// The rest: one failure each, newest first.
-	if got[2].Provider != "pa" || got[4].Provider != "pc" {
-		t.Errorf("order %s %s", got[2].Provider, got[4].Provider)
-	}
-	// The same entries in reverse order give the same last error.
-	rev := make([]services.RequestLogEntry, len(entries))
-	for i, e := range entries {
-		rev[len(entries)-1-i] = e
-	}
-	if r := NewFailingTargetsVM(rev, now.Add(-time.Hour), names, now); r[0].LastError != "429 rate limit" {
-		t.Errorf("reversed: last error %q", r[0].LastError)
+	if g := got[2]; g.LastError != "transient" || len([]rune(g.LastDetail)) != 120 {
+		t.Errorf("third %+v", g)
 	}
 
 	doc := renderDoc(t, failingTargets(got))

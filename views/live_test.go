@@ -8,30 +8,21 @@ import (
 
 	"switchyard/services"
 	"switchyard/services/gateway"
+	"switchyard/services/stats"
 )
 
 func ptr[T any](v T) *T { return &v }
 
-func TestTrafficSummaryCountsAndPercentiles(t *testing.T) {
+// The tiles word a summary of the buckets (whose counting rules are
+// services/stats' tests): the success rate without client aborts, its
+// warning styles, dashes without data, and what the figures cover.
+func TestTrafficTilesFromSummary(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
-	var entries []services.RequestLogEntry
-	// 20 non-streamed successes with latencies 10, 20, …, 200 ms.
-	for i := 1; i <= 20; i++ {
-		entries = append(entries, services.RequestLogEntry{CreatedAt: t0.Add(time.Duration(i) * time.Second), Status: 200,
-			Outcome: services.RequestOutcomeSuccess, LatencyMs: int64(i * 10), PromptTokens: 3, CompletionTokens: 1000})
-	}
-	entries = append(entries,
-		// A stream that ended with an in-band error is no success.
-		services.RequestLogEntry{CreatedAt: t0, Status: 200, Stream: true, Outcome: services.RequestOutcomeUpstreamError, TtftMs: ptr(int64(40))},
-		// A successful stream after a failover.
-		services.RequestLogEntry{CreatedAt: t0, Status: 200, Stream: true, Outcome: services.RequestOutcomeFailover, Attempts: 2, TtftMs: ptr(int64(90))},
-		// A 429 to the client.
-		services.RequestLogEntry{CreatedAt: t0, Status: 429, Outcome: services.RequestOutcomeClientError, LatencyMs: 5},
-		// A client abort: counted apart, not in the rate.
-		services.RequestLogEntry{CreatedAt: t0.Add(-time.Minute), Status: 499, Outcome: services.RequestOutcomeAborted, LatencyMs: 9000},
-	)
-	vm := NewTrafficVM(entries, false)
-	if vm.Requests != 24 || vm.Successes != 21 || vm.Aborted != 1 || vm.Failovers != 1 {
+	sum := stats.Summary{Window: "24h", Span: 24 * time.Hour, Since: t0.Add(-24 * time.Hour), Requests: 24, Succeeded: 21, Failed: 2, Aborted: 1,
+		Failovers: 1, TokensIn: 60, TokensOut: 20000, Latency: stats.Percentiles{Count: 21, P50: 100, P95: 184},
+		TTFB: stats.Percentiles{Count: 2, P50: 40, P95: 90}}
+	vm := NewTrafficVM(sum)
+	if vm.Requests != 24 || vm.Successes != 21 || vm.Aborted != 1 || vm.Failovers != 1 || vm.TokensIn != 60 || vm.TokensOut != 20000 {
 		t.Fatalf("counts %+v", vm)
 	}
 	if got := vm.SuccessRateText(); got != "91.3 %" { // 21 of 23
@@ -40,51 +31,79 @@ func TestTrafficSummaryCountsAndPercentiles(t *testing.T) {
 	if vm.SuccessClass() != "tile--warning" {
 		t.Errorf("success class %q", vm.SuccessClass())
 	}
-	// Non-streamed latencies: 5 and 10…200 (21 values): p50 is the 11th, p95 the 20th.
-	if !vm.HasLatency || vm.P50 != 100 || vm.P95 != 190 {
-		t.Errorf("latency p50 %d p95 %d", vm.P50, vm.P95)
+	if !vm.HasLatency || vm.P50 != 100 || vm.P95 != 184 || !vm.HasTTFB || vm.TTFB50 != 40 || vm.TTFB95 != 90 {
+		t.Errorf("percentiles %+v", vm)
 	}
-	if !vm.HasTTFB || vm.TTFB50 != 40 || vm.TTFB95 != 90 {
-		t.Errorf("ttfb p50 %d p95 %d", vm.TTFB50, vm.TTFB95)
-	}
-	if vm.TokensIn != 60 || vm.TokensOut != 20000 {
-		t.Errorf("tokens %d / %d", vm.TokensIn, vm.TokensOut)
-	}
-	if !vm.Oldest.Equal(t0.Add(-time.Minute)) {
-		t.Errorf("oldest %v", vm.Oldest)
-	}
-
-	empty := NewTrafficVM(nil, false)
+	empty := NewTrafficVM(stats.Summary{})
 	if empty.SuccessRateText() != "—" || empty.HasLatency || latencyOrDash(empty.HasLatency, empty.P50) != "—" || empty.SuccessClass() != "" {
 		t.Errorf("empty window %+v", empty)
 	}
-
-	st := OverviewStatsVM{Now: t0.Add(time.Hour), Window: LookupOverviewWindow("24h"), Traffic: NewTrafficVM(entries, true)}
-	if note := st.TrafficNote(); !strings.Contains(note, "newest 24 requests") || !strings.Contains(note, "not counted") {
-		t.Errorf("truncated note %q", note)
-	}
-	st.Traffic.Truncated = false
-	if note := st.TrafficNote(); note != "Last 24 hours, from the request log: 24 requests." {
+	st := OverviewStatsVM{Now: t0, Window: LookupOverviewWindow("24h"), Traffic: vm}
+	if note := st.TrafficNote(); note != "Last 24 hours: 24 requests." {
 		t.Errorf("note %q", note)
+	}
+	sum.SinceStart, sum.Since = true, t0.Add(-14*time.Minute)
+	st.Traffic = NewTrafficVM(sum)
+	if note := st.TrafficNote(); note != "Last 24 hours, since start (14 min ago): 24 requests." {
+		t.Errorf("since-start note %q", note)
 	}
 	if LookupOverviewWindow("7d").Key != "1h" {
 		t.Error("an unknown window is not the default")
 	}
 }
 
+// Cost figures are always estimates: "—" without a price, and the tables
+// name keys by name and prefix, connections by name.
+func TestCostPanel(t *testing.T) {
+	sum := stats.Summary{Cost: services.Cost{NanoUSD: 12_345_000, Known: true}, Unpriced: 2,
+		ByKey:        []stats.Usage{{ID: "k_1", Name: "agent", Prefix: "sk-sy-Ab12Cd", Requests: 3, TokensIn: 1200, TokensOut: 310, Cost: services.Cost{NanoUSD: 12_345_000, Known: true}}},
+		ByConnection: []stats.Usage{{ID: "c_1", Provider: "fake", Requests: 3, Unpriced: 2}},
+		ByModel:      []stats.Usage{{ID: "fake/m1", Requests: 1, Cost: services.Cost{NanoUSD: 5, Known: true}}}}
+	vm := NewCostVM(sum, map[string]string{"c_1": "fake-a"})
+	if vm.Total != "$0.012" || costTileValue(vm) != "≈ $0.012" || vm.Unpriced != 2 {
+		t.Fatalf("total %+v", vm)
+	}
+	if r := vm.ByKey[0]; r.Label != "agent" || r.Sub != "sk-sy-Ab12Cd…" || r.Tokens != "1,200 / 310" || r.Cost != "$0.012" {
+		t.Errorf("by key %+v", r)
+	}
+	if r := vm.ByConn[0]; r.Label != "fake-a" || r.Sub != "fake" || r.Cost != "—" {
+		t.Errorf("by connection %+v", r)
+	}
+	if costTileValue(NewCostVM(stats.Summary{}, nil)) != "—" {
+		t.Error("an unpriced window shows a cost")
+	}
+	doc := renderDoc(t, costPanel(vm, "Last hour"))
+	if got := cells(doc.Find(`[data-testid="overview-cost-by-key"] tbody tr`)); got != "agent sk-sy-Ab12Cd… | 3 | 1,200 / 310 | ≈ $0.012" {
+		t.Errorf("key row %q", got)
+	}
+	if got := squash(doc.Find(`[data-testid="overview-cost-by-connection"] tbody tr`)); !strings.Contains(got, "no price") {
+		t.Errorf("connection row %q", got)
+	}
+	if !strings.Contains(squash(doc.Selection), "2 requests have no known price") || !strings.Contains(squash(doc.Selection), "not a bill") {
+		t.Errorf("panel %q", squash(doc.Selection))
+	}
+	for c, want := range map[services.Cost]string{{}: "—", {Known: true}: "$0", {NanoUSD: 450_000, Known: true}: "$0.00045",
+		{NanoUSD: 1_234_000_000, Known: true}: "$1.23", {NanoUSD: 1_234_567_000_000, Known: true}: "$1,235", {NanoUSD: 1, Known: true}: "< $0.000001"} {
+		if got := CostText(c); got != want {
+			t.Errorf("CostText(%+v) = %q, want %q", c, got, want)
+		}
+	}
+}
+
 func TestResilienceTilesLinkToRuntimePanels(t *testing.T) {
-	tiles := ResilienceTilesVM{OpenBreakers: 1, Locked: 2}.Tiles()
-	if len(tiles) != 6 {
+	tiles := ResilienceTilesVM{OpenBreakers: 1, Locked: 2, Waiting: 3}.Tiles()
+	if len(tiles) != 7 {
 		t.Fatalf("%d tiles", len(tiles))
 	}
 	want := map[string]string{OverviewBreakersID: "/runtime#breakers", OverviewCoolingID: "/runtime#cooldowns",
-		OverviewLockedID: "/runtime#model-cooldowns", OverviewLeasesID: "/runtime#leases", OverviewQueuedID: "/runtime#queues"}
+		OverviewLockedID: "/runtime#model-cooldowns", OverviewLeasesID: "/runtime#leases", OverviewQueuedID: "/runtime#queues",
+		OverviewWaitingID: "/runtime#waiting"}
 	for _, tl := range tiles {
 		if w, ok := want[tl.ID]; ok && tl.Href != w {
 			t.Errorf("%s links to %s, want %s", tl.ID, tl.Href, w)
 		}
 	}
-	if tiles[0].N != 1 || tiles[3].N != 2 {
+	if tiles[0].N != 1 || tiles[3].N != 2 || tiles[6].N != 3 || tiles[6].Label != "Waiting now" {
 		t.Errorf("tiles %+v", tiles)
 	}
 }

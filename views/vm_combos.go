@@ -9,6 +9,7 @@ import (
 	"github.com/a-h/templ"
 
 	"switchyard/services"
+	"switchyard/services/stats"
 )
 
 // comboColumns is the number of columns of the combos table.
@@ -67,10 +68,27 @@ func (l CombosListVM) WithTraffic(entries []services.RequestLogEntry, truncated 
 		}
 	}
 	for i := range l.Rows {
-		t := NewTrafficVM(by[l.Rows[i].Name], truncated)
+		t := comboTraffic(by[l.Rows[i].Name])
 		l.Rows[i].Traffic = &t
 	}
 	return l
+}
+
+// comboTraffic counts a combo's requests and successes by the Overview's
+// rule (stats.Succeeded; client aborts apart).
+func comboTraffic(entries []services.RequestLogEntry) TrafficVM {
+	var t TrafficVM
+	for i := range entries {
+		e := &entries[i]
+		t.Requests++
+		switch {
+		case e.Outcome == services.RequestOutcomeAborted:
+			t.Aborted++
+		case stats.Succeeded(e):
+			t.Successes++
+		}
+	}
+	return t
 }
 
 // TrafficText is "N requests · success %" for the list, "no requests" or "—".

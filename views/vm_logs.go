@@ -140,7 +140,12 @@ type LogRowVM struct {
 	TTFT      string
 	TokensIn  string
 	TokensOut string
-	Fallback  bool
+	// Fallback: the emergency fallback was tried; FallbackFailed: and it
+	// did not serve either.
+	Fallback       bool
+	FallbackFailed bool
+	// Cost is the estimated cost ("—" when no price is known).
+	Cost string
 }
 
 // StatusClass picks the badge colour of the status (the number is the text).
@@ -173,7 +178,8 @@ func NewLogRowVM(e services.RequestLogEntry, conns map[string]string, now time.T
 	r := LogRowVM{ID: e.ID, ShortID: shortID(e.ID), Time: NewTimeVM(&at, now), KeyName: e.APIKeyName, KeyPrefix: e.APIKeyPrefix,
 		Requested: e.RequestedModel, Combo: e.ComboName, Status: e.Status, ErrorCode: e.ErrorCode, Attempts: e.Attempts,
 		Stream: e.Stream, Latency: LatencyText(e.LatencyMs), TokensIn: Thousands(e.PromptTokens), TokensOut: Thousands(e.CompletionTokens),
-		Fallback: e.EmergencyFallback}
+		Fallback: e.EmergencyFallback, FallbackFailed: e.EmergencyFallback && e.Outcome != services.RequestOutcomeEmergencyFallback,
+		Cost: CostText(e.EstimatedCost)}
 	if e.Provider != "" {
 		r.Served = e.Provider + "/" + e.Model
 	}

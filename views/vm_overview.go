@@ -1,11 +1,10 @@
 package views
 
 import (
-	"slices"
 	"strconv"
 	"time"
 
-	"switchyard/services"
+	"switchyard/services/stats"
 )
 
 // Overview traffic windows (50-dashboard §6.3): the switch offers these, the
@@ -42,16 +41,17 @@ type OverviewStatsVM struct {
 	Chart      TrafficChartVM
 	Failing    []FailingTargetVM // top failing targets of the last hour
 	Resilience ResilienceTilesVM
+	Cost       CostVM
 }
 
 // WindowURL is the stats fragment of a window (polled and switched to).
 func WindowURL(key string) string { return "/overview/stats?window=" + key }
 
-// TrafficVM summarises the request log over the window. Success means a 2xx
-// final status that, for a stream, ended without an in-band error; client
-// aborts are counted apart and left out of the success rate. Latency
-// percentiles are over non-streamed requests (total time), time to first
-// byte over streamed ones.
+// TrafficVM is the traffic of the window, from the in-memory buckets
+// (services/stats). Success means a 2xx final status that, for a stream,
+// ended without an in-band error; client aborts are counted apart and left
+// out of the success rate. Latency percentiles are over non-streamed
+// requests (total time), time to first byte over streamed ones.
 type TrafficVM struct {
 	Requests  int
 	Successes int
@@ -65,59 +65,19 @@ type TrafficVM struct {
 
 	HasLatency bool
 	HasTTFB    bool
-	// Truncated: the window held more requests than were read; the figures
-	// cover the newest Requests of them, back to Oldest.
-	Truncated bool
-	Oldest    time.Time
+	// SinceStart: the process is younger than the window; the figures
+	// start at Since.
+	SinceStart bool
+	Since      time.Time
 }
 
-// NewTrafficVM summarises request log entries (any order). truncated says
-// the window held more entries than these.
-func NewTrafficVM(entries []services.RequestLogEntry, truncated bool) TrafficVM {
-	vm := TrafficVM{Requests: len(entries), Truncated: truncated}
-	var lat, ttfb []int64
-	for _, e := range entries {
-		if vm.Oldest.IsZero() || e.CreatedAt.Before(vm.Oldest) {
-			vm.Oldest = e.CreatedAt
-		}
-		vm.TokensIn += e.PromptTokens
-		vm.TokensOut += e.CompletionTokens
-		if e.Attempts > 1 {
-			vm.Failovers++
-		}
-		if e.Outcome == services.RequestOutcomeAborted {
-			vm.Aborted++
-			continue
-		}
-		if e.Status >= 200 && e.Status < 300 && e.Outcome != services.RequestOutcomeUpstreamError &&
-			e.Outcome != services.RequestOutcomeClientError {
-			vm.Successes++
-		}
-		if e.Stream {
-			if e.TtftMs != nil {
-				ttfb = append(ttfb, *e.TtftMs)
-			}
-		} else {
-			lat = append(lat, e.LatencyMs)
-		}
-	}
-	if len(lat) > 0 {
-		vm.HasLatency, vm.P50, vm.P95 = true, percentile(lat, 50), percentile(lat, 95)
-	}
-	if len(ttfb) > 0 {
-		vm.HasTTFB, vm.TTFB50, vm.TTFB95 = true, percentile(ttfb, 50), percentile(ttfb, 95)
-	}
-	return vm
-}
-
-// percentile is the nearest-rank percentile p of values (sorted in place).
-func percentile(values []int64, p int) int64 {
-	slices.Sort(values)
-	rank := (p*len(values) + 99) / 100 // ceil(p/100 · n)
-	if rank < 1 {
-		rank = 1
-	}
-	return values[rank-1]
+// NewTrafficVM reads the tiles from a summary.
+func NewTrafficVM(s stats.Summary) TrafficVM {
+	return TrafficVM{Requests: s.Requests, Successes: s.Succeeded, Aborted: s.Aborted, Failovers: s.Failovers,
+		TokensIn: s.TokensIn, TokensOut: s.TokensOut,
+		HasLatency: s.Latency.Count > 0, P50: s.Latency.P50, P95: s.Latency.P95,
+		HasTTFB: s.TTFB.Count > 0, TTFB50: s.TTFB.P50, TTFB95: s.TTFB.P95,
+		SinceStart: s.SinceStart, Since: s.Since}
 }
 
 // SuccessRateText is the success rate with one decimal, "—" with no request
@@ -161,6 +121,9 @@ type ResilienceTilesVM struct {
 	Locked       int
 	Leases       int
 	Queued       int
+	// Waiting counts the requests waiting inside the gateway now (cooldown,
+	// slot and queue waits): not zero while anyone waits.
+	Waiting int
 }
 
 // ResilienceTile is one count of ResilienceTilesVM.
@@ -180,21 +143,21 @@ func (r ResilienceTilesVM) Tiles() []ResilienceTile {
 		{OverviewLockedID, "Locked models", r.Locked, "/runtime#" + ModelCooldownsCardID},
 		{OverviewLeasesID, "Active leases", r.Leases, "/runtime#" + LeasesPanelID},
 		{OverviewQueuedID, "Queued requests", r.Queued, "/runtime#" + QueuesPanelID},
+		{OverviewWaitingID, "Waiting now", r.Waiting, "/runtime#" + WaitingPanelID},
 	}
 }
 
 // trafficNote says what the figures cover.
 func (vm OverviewStatsVM) trafficNote(now time.Time) string {
 	t := vm.Traffic
-	if t.Truncated {
-		return "From the newest " + Thousands(int64(t.Requests)) + " requests in the request log (back to " +
-			Ago(t.Oldest, now) + "); older requests of this window are not counted."
-	}
 	word := "requests"
 	if t.Requests == 1 {
 		word = "request"
 	}
-	return vm.Window.Label + ", from the request log: " + Thousands(int64(t.Requests)) + " " + word + "."
+	if t.SinceStart {
+		return vm.Window.Label + ", since start (" + Ago(t.Since, now) + "): " + Thousands(int64(t.Requests)) + " " + word + "."
+	}
+	return vm.Window.Label + ": " + Thousands(int64(t.Requests)) + " " + word + "."
 }
 
 // TrafficNote is trafficNote at the time the figures were read.

@@ -120,6 +120,7 @@ type RuntimePageVM struct {
 	Models    ModelCooldownsVM
 	Leases    LeasesPanelVM
 	Queues    QueuesPanelVM
+	Waiting   WaitingPanelVM
 }
 
 // RuntimeSummaryVM is the KPI strip: the resilience counts of the Overview.

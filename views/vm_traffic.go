@@ -2,16 +2,15 @@ package views
 
 import (
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"switchyard/services"
+	"switchyard/services/stats"
 )
 
-// Overview traffic chart and top failing targets (50-dashboard §6.3), both
-// read from the request log.
+// Overview traffic chart, top failing targets and estimated cost
+// (50-dashboard §6.3), all read from the in-memory traffic buckets.
 
 // Chart geometry, in SVG user units (the SVG scales to its container).
 const (
@@ -56,10 +55,10 @@ type ChartBucketVM struct {
 	Fail  int
 }
 
-// NewTrafficChartVM counts entries (any order) into buckets of the window
-// that ends at now. Success is as in the traffic tiles (NewTrafficVM);
-// client aborts are left out. Entries outside the window are ignored.
-func NewTrafficChartVM(entries []services.RequestLogEntry, w OverviewWindow, now time.Time) TrafficChartVM {
+// NewTrafficChartVM draws the summary's minutes into buckets of the window
+// that ends at now: one per minute over an hour, one per quarter hour over
+// a day. Client aborts are counted apart, not drawn.
+func NewTrafficChartVM(s stats.Summary, w OverviewWindow, now time.Time) TrafficChartVM {
 	b := chartBucket(w.Span)
 	end := now.Truncate(b).Add(b) // the bucket holding now is the last
 	n := int(w.Span / b)
@@ -68,33 +67,21 @@ func NewTrafficChartVM(entries []services.RequestLogEntry, w OverviewWindow, now
 	for i := range vm.Buckets {
 		vm.Buckets[i].Start = start.Add(time.Duration(i) * b)
 	}
-	for _, e := range entries {
-		if e.CreatedAt.Before(start) || !e.CreatedAt.Before(end) || e.CreatedAt.After(now) {
+	for _, p := range s.PerMinute {
+		if p.T.Before(start) || !p.T.Before(end) {
 			continue
 		}
-		i := int(e.CreatedAt.Sub(start) / b)
-		switch {
-		case e.Outcome == services.RequestOutcomeAborted:
-			vm.Aborted++
-		case succeeded(e):
-			vm.Buckets[i].OK++
-			vm.Successes++
-		default:
-			vm.Buckets[i].Fail++
-			vm.Failures++
-		}
+		i := int(p.T.Sub(start) / b)
+		vm.Buckets[i].OK += p.OK
+		vm.Buckets[i].Fail += p.Failed
+		vm.Successes += p.OK
+		vm.Failures += p.Failed
+		vm.Aborted += p.Aborted
 	}
 	for _, bk := range vm.Buckets {
 		vm.Max = max(vm.Max, bk.OK+bk.Fail)
 	}
 	return vm
-}
-
-// succeeded is the success rule of the traffic tiles: a 2xx final status
-// that, for a stream, ended without an in-band error.
-func succeeded(e services.RequestLogEntry) bool {
-	return e.Status >= 200 && e.Status < 300 && e.Outcome != services.RequestOutcomeUpstreamError &&
-		e.Outcome != services.RequestOutcomeClientError
 }
 
 // Empty reports a window without a drawn request.
@@ -261,109 +248,112 @@ type FailingTargetVM struct {
 	LastDetail   string // the upstream's message, cut to 120 characters
 	Last         *TimeVM
 	LogsHref     string // the request log filtered to the last hour, provider and connection
-	lastAt       time.Time
-	lastSeq      int
 }
 
 // Target is "provider/model".
 func (f FailingTargetVM) Target() string { return f.Provider + "/" + f.Model }
 
-// attemptFailed reports a dispatch that failed for a reason of the target's:
-// not a success, and not the client's doing or a local limit (the outcomes
-// the dispatch metrics leave out, 30-routing §8.1).
-func attemptFailed(outcome string) bool {
-	switch outcome {
-	case "success", "client_abort", "caller_error", "local_limit":
-		return false
-	}
-	return true
-}
-
-// failure is one failed dispatch, as the request log holds it.
-type failure struct {
-	provider, model, conn string
-	at                    time.Time // when the request arrived
-	seq                   int       // the attempt's place in its request
-	status                int
-	code, reason, detail  string
-}
-
-// NewFailingTargetsVM ranks the targets whose dispatches failed since since
-// (entries in any order): most failures first, then the most recent failure;
-// at most five. A failed request without an attempt log counts once against
-// the target that served it; one that reached no target is not counted.
-func NewFailingTargetsVM(entries []services.RequestLogEntry, since time.Time, names map[string]string, now time.Time) []FailingTargetVM {
-	type key struct{ provider, model, conn string }
-	byKey := map[key]*FailingTargetVM{}
-	add := func(x failure) {
-		k := key{x.provider, x.model, x.conn}
-		f := byKey[k]
-		if f == nil {
-			f = &FailingTargetVM{Provider: x.provider, Model: x.model, ConnectionID: x.conn}
-			byKey[k] = f
+// NewFailingTargetsVM words the summary's failing targets (most failures
+// first, at most five); names maps connection ids to names.
+func NewFailingTargetsVM(list []stats.FailingTarget, names map[string]string, now time.Time) []FailingTargetVM {
+	out := make([]FailingTargetVM, 0, min(len(list), maxFailTable))
+	for _, t := range list {
+		if len(out) == maxFailTable {
+			break
 		}
-		f.Failures++
-		if f.Failures > 1 && (x.at.Before(f.lastAt) || x.at.Equal(f.lastAt) && x.seq < f.lastSeq) {
-			return // an older failure: the last error stays
-		}
-		f.lastAt, f.lastSeq = x.at, x.seq
+		f := FailingTargetVM{Provider: t.Provider, Model: t.Model, ConnectionID: t.ConnectionID, Failures: t.Failures}
 		var head []string
-		if x.status != 0 {
-			head = append(head, strconv.Itoa(x.status))
+		if t.Last.Status != 0 {
+			head = append(head, strconv.Itoa(t.Last.Status))
 		}
 		switch {
-		case x.reason != "":
-			head = append(head, reasonText(x.reason))
-		case x.code != "":
-			head = append(head, x.code)
+		case t.Last.Reason != "":
+			head = append(head, reasonText(t.Last.Reason))
+		case t.Last.Code != "":
+			head = append(head, t.Last.Code)
 		}
 		f.LastError = strings.Join(head, " ")
-		f.LastDetail, _ = shortText(x.detail)
-	}
-	for _, e := range entries {
-		if e.CreatedAt.Before(since) || e.CreatedAt.After(now) {
-			continue
-		}
-		if len(e.AttemptLog) == 0 {
-			if e.Provider != "" && !succeeded(e) && e.Outcome != services.RequestOutcomeAborted {
-				add(failure{provider: e.Provider, model: e.Model, conn: e.ConnectionID, at: e.CreatedAt, status: e.Status, code: e.ErrorCode})
-			}
-			continue
-		}
-		for _, a := range e.AttemptLog {
-			if a.Provider == "" || !attemptFailed(a.Outcome) {
-				continue
-			}
-			add(failure{provider: a.Provider, model: a.Model, conn: a.ConnectionID, at: e.CreatedAt, seq: a.Seq,
-				status: a.UpstreamStatus, code: a.ErrorCode, reason: a.Outcome, detail: a.Detail})
-		}
-	}
-	out := make([]FailingTargetVM, 0, len(byKey))
-	for _, f := range byKey {
-		f.Connection = names[f.ConnectionID]
+		f.LastDetail, _ = shortText(t.Last.Detail)
+		f.Connection = names[t.ConnectionID]
 		if f.Connection == "" {
-			f.Connection = f.ConnectionID
+			f.Connection = t.ConnectionID
 		}
-		f.Last = NewTimeVM(&f.lastAt, now)
+		at := t.Last.At
+		f.Last = NewTimeVM(&at, now)
 		q := url.Values{"range": {"1h"}, "provider": {f.Provider}}
 		if f.ConnectionID != "" {
 			q.Set("connectionId", f.ConnectionID)
 		}
 		f.LogsHref = "/logs?" + q.Encode()
-		out = append(out, *f)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		switch {
-		case a.Failures != b.Failures:
-			return a.Failures > b.Failures
-		case !a.lastAt.Equal(b.lastAt):
-			return a.lastAt.After(b.lastAt)
-		}
-		return a.Target()+"\x00"+a.ConnectionID < b.Target()+"\x00"+b.ConnectionID
-	})
-	if len(out) > maxFailTable {
-		out = out[:maxFailTable]
+		out = append(out, f)
 	}
 	return out
+}
+
+// CostVM is "Estimated cost" of the Overview: the window's total and the
+// most expensive keys, connections and models, always marked as an
+// estimate from the price table.
+type CostVM struct {
+	Total    string // "$0.0123", or "—" when no request had a price
+	Priced   bool
+	Unpriced int // requests with tokens but no price
+	ByKey    []CostRowVM
+	ByConn   []CostRowVM
+	ByModel  []CostRowVM
+}
+
+// CostRowVM is one key, connection or model.
+type CostRowVM struct {
+	Label    string
+	Sub      string // the key's prefix, the connection's provider
+	Requests string
+	Tokens   string // "1,200 / 310"
+	Cost     string
+	Unpriced int
+}
+
+// maxCostRows is how many rows each cost table shows.
+const maxCostRows = 5
+
+// NewCostVM reads the cost tables from a summary; names maps connection ids to names.
+func NewCostVM(s stats.Summary, names map[string]string) CostVM {
+	vm := CostVM{Total: CostText(s.Cost), Priced: s.Cost.Known, Unpriced: s.Unpriced}
+	rows := func(us []stats.Usage, label func(stats.Usage) (string, string)) []CostRowVM {
+		var out []CostRowVM
+		for _, u := range us {
+			if len(out) == maxCostRows {
+				break
+			}
+			l, sub := label(u)
+			out = append(out, CostRowVM{Label: l, Sub: sub, Requests: Thousands(int64(u.Requests)),
+				Tokens: Thousands(u.TokensIn) + " / " + Thousands(u.TokensOut), Cost: CostText(u.Cost), Unpriced: u.Unpriced})
+		}
+		return out
+	}
+	vm.ByKey = rows(s.ByKey, func(u stats.Usage) (string, string) {
+		if u.Name == "" {
+			return u.ID, ""
+		}
+		return u.Name, u.Prefix + "…"
+	})
+	vm.ByConn = rows(s.ByConnection, func(u stats.Usage) (string, string) {
+		n := names[u.ID]
+		if n == "" {
+			n = u.ID
+		}
+		return n, u.Provider
+	})
+	vm.ByModel = rows(s.ByModel, func(u stats.Usage) (string, string) { return u.ID, "" })
+	return vm
+}
+
+// Empty reports a window without requests.
+func (c CostVM) Empty() bool { return len(c.ByKey)+len(c.ByConn)+len(c.ByModel) == 0 }
+
+// costTileValue is the tile's figure: "≈ $0.0123", or "—" without a price.
+func costTileValue(c CostVM) string {
+	if !c.Priced {
+		return "—"
+	}
+	return "≈ " + c.Total
 }

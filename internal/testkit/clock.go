@@ -13,9 +13,10 @@ import (
 // Wait advances the clock instantly and records the duration, so code that
 // waits can be tested without sleeping.
 type FakeClock struct {
-	mu    sync.Mutex
-	now   time.Time
-	waits []time.Duration
+	mu     sync.Mutex
+	now    time.Time
+	waits  []time.Duration
+	onWait func(time.Duration)
 }
 
 // NewFakeClock starts at t (UTC).
@@ -42,10 +43,28 @@ func (c *FakeClock) Set(t time.Time) {
 	c.mu.Unlock()
 }
 
+// OnWait makes every later Wait call f with its duration first, outside
+// the clock's lock and before time moves: a test can hold a waiting
+// request there to look at it while it waits.
+func (c *FakeClock) OnWait(f func(time.Duration)) {
+	c.mu.Lock()
+	c.onWait = f
+	c.mu.Unlock()
+}
+
 // Wait records d and advances the clock by it, unless ctx is already done.
 func (c *FakeClock) Wait(ctx context.Context, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	c.mu.Lock()
+	hook := c.onWait
+	c.mu.Unlock()
+	if hook != nil {
+		hook(d)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 	}
 	c.mu.Lock()
 	c.waits = append(c.waits, d)

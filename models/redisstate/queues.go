@@ -132,6 +132,7 @@ func (q *Queues) Admit(ctx context.Context, key string, cfg traffic.QueueConfig)
 	waiterTTL := max(10*q.poll, 5*time.Second)
 	spacing := max(cfg.MinTimeBetweenRequestsMs, q.learnedArgs(key))
 	waiter := ""
+	onBoard := false
 	leave := func() {
 		if waiter == "" {
 			return
@@ -164,6 +165,13 @@ func (q *Queues) Admit(ctx context.Context, key string, cfg traffic.QueueConfig)
 		case -2:
 			waiter = "" // lapsed: join again at the tail
 			continue
+		}
+		if !onBoard {
+			// First time in the shared queue: on the waiting board until
+			// admitted, refused or gone (a lapsed rejoin is the same wait).
+			onBoard = true
+			tok := traffic.BeginWait(ctx, traffic.WaitQueue, key, time.Duration(cfg.QueueWaitMs)*time.Millisecond)
+			defer tok.End()
 		}
 		waiter = id
 		delay := time.Duration(asInt(res[1])) * time.Millisecond

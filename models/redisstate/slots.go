@@ -267,6 +267,8 @@ func (s *Slots) AcquireWith(ctx context.Context, connectionID string, limit int,
 	// the wait elapses or the client leaves.
 	s.count(s.waiting, connectionID, 1)
 	defer s.count(s.waiting, connectionID, -1)
+	tok := traffic.BeginWait(ctx, traffic.WaitSlot, connectionID, wait)
+	defer tok.End()
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	leave := func() {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"switchyard/services"
@@ -140,7 +141,10 @@ func (st *attemptState) run() {
 		if !ok {
 			break
 		}
-		if !st.waitOut(d) {
+		tok := st.g.beginCooldownWait(st.req, d)
+		done := st.waitOut(d)
+		tok.End()
+		if !done {
 			return
 		}
 		waits++
@@ -427,6 +431,10 @@ func (st *attemptState) emergency() outcome {
 	fr := *req
 	fr.Route = route
 	fr.Body = capTokens(req.Body, req.Inbound, ef.MaxOutputTokens)
+	// The fallback's answer says so in X-Switchyard-Warning too (10-gateway-api
+	// §6.8): the dispatch sets the header from the request's warnings before it
+	// commits the response.
+	fr.Warnings = append(slices.Clip(req.Warnings), WarnEmergencyFallback)
 	one := *st.set
 	one.MaxAttempts = st.attempts + 1 // one attempt, no waits, no recursion
 	out.w.Header().Set("X-Switchyard-Emergency-Fallback", "from="+req.Model+"; to="+ef.Target)
@@ -443,6 +451,9 @@ func (st *attemptState) emergency() outcome {
 	return st.emergencyResult()
 }
 
+// WarnEmergencyFallback marks an answer the emergency fallback gave.
+const WarnEmergencyFallback = "emergency_fallback"
+
 // emergencyResult reports and counts how the emergency fallback ended.
 func (st *attemptState) emergencyResult() outcome {
 	served := st.log.Status == 200 && (st.log.Outcome == OutcomeSuccess || st.log.Outcome == OutcomeFailover)
@@ -453,8 +464,13 @@ func (st *attemptState) emergencyResult() outcome {
 		return finished
 	}
 	st.g.obs.EmergencyFallback(obsFailure)
+	// Tried and failed: the log marks it (its emergency_fallback filter finds
+	// it), but the warning token is for answers the fallback gave.
+	st.log.EmergencyFallback = true
+	st.log.Warnings = slices.DeleteFunc(st.log.Warnings, func(w string) bool { return w == WarnEmergencyFallback })
 	if !st.out.committed() {
 		st.out.w.Header().Del("X-Switchyard-Emergency-Fallback")
+		st.out.dropWarning(WarnEmergencyFallback)
 	}
 	if st.out.committed() || st.out.gone() {
 		return finished

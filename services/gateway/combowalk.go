@@ -82,7 +82,7 @@ func (g *Gateway) expandFor(s *Snapshot, r Route, req *Request, set *Settings, s
 		case "cache-optimized":
 			rq.CacheKey = routing.CacheAffinityKey(promptCacheKey(req), req.SessionKey, cachePrefix(req), cfg.CacheMinPrefixBytes)
 		case "cost-optimized", "context-optimized":
-			rq.Prices, rq.Context = modelPrice, modelContext
+			rq.Prices, rq.Context = g.prices, modelContext
 			rq.PromptTokens = routing.EstimateTokens(promptBytes(req))
 			rq.MaxOutputTokens = maxOutputTokens(req)
 		case "quota-share":
@@ -316,6 +316,21 @@ func entrySlotConfig(cfg ComboConfig) traffic.SlotConfig {
 	return traffic.SlotConfig{Enabled: true, QueueDepth: cfg.QueueDepth, SlotWaitMs: cfg.QueueTimeout.Milliseconds(), FailOpen: true}
 }
 
+// priceLookup reads the price table with the admin's overrides, or the
+// built-in list prices alone when there is none.
+func priceLookup(p *services.Prices) func(provider, model string) (routing.Price, bool) {
+	if p == nil {
+		return modelPrice
+	}
+	return func(provider, model string) (routing.Price, bool) {
+		m, _, ok := p.Lookup(provider, model)
+		if !ok || (m.InputPerMTok == 0 && m.OutputPerMTok == 0) {
+			return routing.Price{}, false
+		}
+		return routing.Price{InputPerMTok: m.InputPerMTok, OutputPerMTok: m.OutputPerMTok}, true
+	}
+}
+
 // modelPrice and modelContext read the built-in model table (§8.2).
 func modelPrice(provider, model string) (routing.Price, bool) {
 	m, ok := services.LookupModelMeta(provider, model)
@@ -394,7 +409,7 @@ func (g *Gateway) quotaSignals(rq *routing.Request, s *Snapshot, c *services.Com
 	if name != "auto" {
 		return
 	}
-	rq.Prices, rq.Context = modelPrice, modelContext
+	rq.Prices, rq.Context = g.prices, modelContext
 	if req.Header != nil {
 		rq.Mode = req.Header.Get("X-Switchyard-Mode")
 		if _, ok := routing.ModePackForHeader(rq.Mode); rq.Mode != "" && !ok && !slices.Contains(req.Warnings, "mode_ignored") {

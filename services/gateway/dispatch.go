@@ -50,6 +50,7 @@ func (st *attemptState) dispatch(t *target, c *services.Connection, req *Request
 	start, wallStart := g.clock.Now(), time.Now()
 	rt := g.reg.Runtime(c.ID)
 	rt.lastUsedMs.Store(start.UnixMilli())
+	g.obs.Used(c.ID, start)
 	rt.inFlight.Add(1)
 	defer rt.inFlight.Add(-1)
 	at := st.log.startAttempt(*t, c, start)

@@ -126,6 +126,9 @@ type Deps struct {
 	KeyLimits traffic.KeyLimiter
 	// KeyUsage records key use. nil: not recorded.
 	KeyUsage KeyUsage
+	// Prices is the price table cost-aware routing reads, with the admin's
+	// overrides (30-routing §8.2). nil: the built-in list prices.
+	Prices *services.Prices
 }
 
 // Gateway routes /v1 requests. Every field is set by New and never changes,
@@ -159,6 +162,9 @@ type Gateway struct {
 	// combo id and entry id.
 	entrySlots  *traffic.Slots
 	watchdogCfg func() (WatchdogConfig, int)
+	// prices is the price lookup of cost-aware routing, built once in New
+	// so a request takes no closure of its own.
+	prices func(provider, model string) (routing.Price, bool)
 
 	// picks is pick's eligibility cache (pick.go).
 	picks pickCache
@@ -183,7 +189,7 @@ func New(ctx context.Context, d Deps) (*Gateway, error) {
 	g := &Gateway{clock: d.Clock, reg: d.Registry, up: d.Upstream, sel: d.Selector, res: d.Resilience,
 		logs: d.Logs, obs: d.Observer, limits: d.Limits, traffic: d.Traffic, tools: d.ToolLimits,
 		keyLimits: d.KeyLimits, keyUse: d.KeyUsage, strategies: d.Strategies, routeState: d.RouteState,
-		quota: d.Quota, watchdogCfg: d.Watchdog, entrySlots: traffic.NewSlots(nil)}
+		quota: d.Quota, watchdogCfg: d.Watchdog, entrySlots: traffic.NewSlots(nil), prices: priceLookup(d.Prices)}
 	g.defaults()
 	if d.Settings != nil {
 		src := d.Settings

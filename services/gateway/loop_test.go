@@ -91,7 +91,7 @@ func (*countObs) PoolExhausted(string)       {}
 func (*countObs) TTFB(string, time.Duration) {}
 func (*countObs) EmergencyFallback(string)   {}
 func (*countObs) Waited(bool)                {}
-func (*countObs) Served(string, time.Time)   {}
+func (*countObs) Used(string, time.Time)     {}
 func (*countObs) StoreError(string, error)   {}
 
 type loopEnv struct {

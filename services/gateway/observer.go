@@ -13,9 +13,10 @@ type Observer interface {
 	TTFB(provider string, d time.Duration)
 	EmergencyFallback(outcome string)
 	Waited(combo bool)
-	// Served reports the connection that served a request successfully
-	// (the dashboard's "last used"; persisted in batches, never per request).
-	Served(connectionID string, at time.Time)
+	// Used reports a dispatch starting on a connection: every attempt,
+	// the failed ones too (the dashboard's "last used"; persisted in
+	// batches, never per request).
+	Used(connectionID string, at time.Time)
 	// StoreError reports a store (one of the Store* names) that failed where
 	// failing the request would be worse: a write after the outcome was
 	// decided (memory already holds the value; the store catches up at its
@@ -42,7 +43,7 @@ func (nopObserver) PoolExhausted(string)       {}
 func (nopObserver) TTFB(string, time.Duration) {}
 func (nopObserver) EmergencyFallback(string)   {}
 func (nopObserver) Waited(bool)                {}
-func (nopObserver) Served(string, time.Time)   {}
+func (nopObserver) Used(string, time.Time)     {}
 func (nopObserver) StoreError(string, error)   {}
 
 // storeError reports err (nil = nothing) to the observer.

@@ -25,6 +25,17 @@ type Traffic struct {
 	Pins   *affinity.Pins
 	Leases *leases.Leases
 	Doc    func() *resilience.Document
+	// Waiting shows the requests waiting now (cooldown waits, slot and
+	// queue waits); nil records nothing.
+	Waiting *traffic.Waiting
+}
+
+// beginCooldownWait puts a cooldown-aware wait of d on the waiting board.
+func (g *Gateway) beginCooldownWait(req *Request, d time.Duration) traffic.WaitToken {
+	if g.traffic.Waiting == nil {
+		return traffic.WaitToken{}
+	}
+	return g.traffic.Waiting.Begin(traffic.WaitCooldown, req.Model, req.ID, d)
 }
 
 func queueConfig(doc *resilience.Document) traffic.QueueConfig {
@@ -63,7 +74,13 @@ func (g *Gateway) admit(ctx context.Context, t target, c *services.Connection, r
 	a := &admission{}
 	tr := g.traffic
 	doc := tr.Doc()
-	if tr.Slots != nil && doc.ConnectionConcurrency.Enabled && c.MaxConcurrent != nil && *c.MaxConcurrent > 0 {
+	slot := tr.Slots != nil && doc.ConnectionConcurrency.Enabled && c.MaxConcurrent != nil && *c.MaxConcurrent > 0
+	queue := tr.Queues != nil && doc.QueueProtected(c)
+	if tr.Waiting != nil && (slot || queue) {
+		// Only dispatches that may wait carry the board (one context value).
+		ctx = traffic.WithWaiting(ctx, tr.Waiting, req.ID)
+	}
+	if slot {
 		release, _, err := tr.Slots.Acquire(ctx, c.ID, *c.MaxConcurrent)
 		switch {
 		case err == nil:
@@ -74,7 +91,7 @@ func (g *Gateway) admit(ctx context.Context, t target, c *services.Connection, r
 			return nil, err
 		}
 	}
-	if tr.Queues != nil && doc.QueueProtected(c) {
+	if queue {
 		cfg := queueConfig(doc).WithOverrides(c.RateLimitOverrides)
 		key := traffic.QueueKey(t.provider.ID, c.ID, "")
 		ticket, err := tr.Queues.Admit(ctx, key, cfg)

@@ -259,7 +259,6 @@ func (st *attemptState) served(t *target, conn *services.Connection, adm resilie
 		g.routeState.OnSuccess(t.comboID, t.id, conn.ID)
 	}
 	g.obs.Attempt(t.provider.ID, obsSuccess)
-	g.obs.Served(conn.ID, g.clock.Now())
 	if pin := g.pinID(req, t.provider.ID); pin != "" {
 		g.storeError(StoreAffinityPin, g.traffic.Pins.Pin(context.WithoutCancel(st.ctx()), pin, req.Key.ID, t.provider.ID, conn.ID))
 	}

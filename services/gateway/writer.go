@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -257,6 +259,23 @@ func (o *clientWriter) writeError(e *services.GatewayError) {
 	o.w.Header().Set("X-Switchyard-Error-Code", e.Code)
 	o.isCommit, o.status = true, e.HTTPStatus()
 	services.WriteGatewayError(o.w, o.req.Endpoint, e, o.req.ID)
+}
+
+// dropWarning removes one token from X-Switchyard-Warning while headers are
+// still open.
+func (o *clientWriter) dropWarning(token string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.isCommit {
+		return
+	}
+	h := o.w.Header()
+	kept := slices.DeleteFunc(strings.Split(h.Get("X-Switchyard-Warning"), ", "), func(w string) bool { return w == token || w == "" })
+	if len(kept) == 0 {
+		h.Del("X-Switchyard-Warning")
+		return
+	}
+	h.Set("X-Switchyard-Warning", strings.Join(kept, ", "))
 }
 
 // setWarning sets X-Switchyard-Warning while headers are still open.

@@ -6,10 +6,13 @@
 package health
 
 import (
+	"sort"
 	"strconv"
 	"time"
 
+	"switchyard/services/gateway"
 	"switchyard/services/resilience"
+	"switchyard/services/traffic"
 )
 
 // Report statuses.
@@ -41,6 +44,13 @@ type Report struct {
 	CoolingConnections  []Cooling                     `json:"coolingConnections"`
 	TerminalConnections []Terminal                    `json:"terminalConnections"`
 	ModelLockouts       ModelLockouts                 `json:"modelLockouts"`
+	Leases              Leases                        `json:"leases"`
+	Affinity            Affinity                      `json:"affinity"`
+	Queues              Queues                        `json:"queues"`
+	Slots               Slots                         `json:"slots"`
+	LearnedToolLimits   []ToolLimit                   `json:"learnedToolLimits"`
+	EmergencyFallback   EmergencyFallback             `json:"emergencyFallback"`
+	Waiting             Waiting                       `json:"waiting"`
 	RequestLog          RequestLog                    `json:"requestLog"`
 	Shared              Shared                        `json:"sharedState"`
 	// ChangeFeed is the shared mode's listener (absent in embedded mode).
@@ -106,6 +116,56 @@ type ChangeFeed struct {
 	Reconnects      int64  `json:"reconnects"`
 }
 
+// Leases counts the active exclusive leases.
+type Leases struct {
+	Active int `json:"active"`
+}
+
+// Affinity counts the session-affinity pins.
+type Affinity struct {
+	Pins int `json:"pins"`
+}
+
+// Queues sums the request queues: requests waiting and running.
+type Queues struct {
+	Queued  int `json:"queued"`
+	Running int `json:"running"`
+}
+
+// Slots sums the max_concurrent slots: dispatches holding one, waiting for
+// one, and sent without one since start (fail-open, either cause).
+type Slots struct {
+	InFlight       int   `json:"inFlight"`
+	Waiting        int   `json:"waiting"`
+	FailOpenGrants int64 `json:"failOpenGrants"`
+}
+
+// ToolLimit is a learned maximum tool count (20-resilience §13.2).
+type ToolLimit struct {
+	Provider  string `json:"provider"`
+	Model     string `json:"model"`
+	MaxTools  int    `json:"maxTools"`
+	Source    string `json:"source"`
+	ExpiresAt string `json:"expiresAt"`
+}
+
+// EmergencyFallback is the emergency fallback's switch, target and whether
+// the target still resolves (an enabled one that does not makes the report
+// degraded).
+type EmergencyFallback struct {
+	Enabled  bool   `json:"enabled"`
+	Target   string `json:"target"`
+	Resolves bool   `json:"resolves"`
+}
+
+// Waiting counts the requests waiting inside the gateway now, by reason
+// (cooldown, slot, queue; every reason present) and by "reason target".
+type Waiting struct {
+	Total    int            `json:"total"`
+	ByReason map[string]int `json:"byReason"`
+	ByTarget map[string]int `json:"byTarget"`
+}
+
 // RequestLog is the request-log writer's queue.
 type RequestLog struct {
 	QueueDepth int64 `json:"queueDepth"`
@@ -157,6 +217,19 @@ type Facts struct {
 	Resilience resilience.Snapshot
 	// Shared is the replica's shared-state mode (zero: embedded, no Redis).
 	Shared Shared
+	// ActiveLeases and Pins count the exclusive leases and affinity pins.
+	ActiveLeases, Pins int
+	// Queues and Slots are the admission mechanisms' totals.
+	Queues traffic.QueueTotals
+	Slots  traffic.SlotTotals
+	// ToolLimits are the learned tool limits in memory.
+	ToolLimits []gateway.ToolLimit
+	// Emergency is the emergencyFallback section; EmergencyResolves whether
+	// its target resolves now.
+	Emergency         resilience.EmergencyFallbackSettings
+	EmergencyResolves bool
+	// Waiting counts the requests waiting now (zero: none).
+	Waiting traffic.WaitCounts
 }
 
 // ChangeFeedFacts is what the listener reports.
@@ -171,17 +244,42 @@ type ChangeFeedFacts struct {
 // that never loaded its snapshot), degraded with its reasons (a shared
 // database unreachable while the mirrors serve, a change-feed listener
 // without its connection, an open or half-open breaker, an enabled terminal
-// connection, request-log drops), else ok.
+// connection, an emergency fallback whose target does not resolve,
+// request-log drops), else ok.
 func Build(f Facts) Report {
 	r := Report{Status: StatusOK, Reasons: []string{}, Time: f.Now.UTC().Format(timeLayout), At: f.Now, Version: f.Version,
 		UptimeS: int64(f.Now.Sub(f.StartedAt).Seconds()), Demo: f.Demo, KeyID: f.KeyID, Listen: f.Listen,
 		Database: f.Database, Runtime: f.Runtime, Counts: map[string]int{}, RequestLog: f.RequestLog,
-		CoolingConnections: []Cooling{}, TerminalConnections: []Terminal{}, Shared: f.Shared}
+		CoolingConnections: []Cooling{}, TerminalConnections: []Terminal{}, LearnedToolLimits: []ToolLimit{},
+		Leases: Leases{Active: f.ActiveLeases}, Affinity: Affinity{Pins: f.Pins},
+		Queues: Queues{Queued: f.Queues.Queued, Running: f.Queues.Running},
+		Slots: Slots{InFlight: f.Slots.InFlight, Waiting: f.Slots.Waiting,
+			FailOpenGrants: f.Slots.FailOpenGrants.QueueFull + f.Slots.FailOpenGrants.Timeout},
+		EmergencyFallback: EmergencyFallback{Enabled: f.Emergency.Enabled, Target: f.Emergency.Target, Resolves: f.EmergencyResolves},
+		Waiting:           Waiting{Total: f.Waiting.Total, ByReason: f.Waiting.ByReason, ByTarget: f.Waiting.ByTarget},
+		Shared:            f.Shared}
+	if r.Waiting.ByReason == nil {
+		r.Waiting.ByReason = map[string]int{}
+		for _, reason := range traffic.WaitReasons {
+			r.Waiting.ByReason[reason] = 0
+		}
+	}
+	if r.Waiting.ByTarget == nil {
+		r.Waiting.ByTarget = map[string]int{}
+	}
 	if r.Shared.Mode == "" {
 		r.Shared = Shared{Mode: ModeEmbedded, Redis: RedisOff, Limits: LimitsPerReplica}
 	}
 	shared := r.Shared.Mode == ModeShared
 	r.Database.Mode, r.Database.Status = r.Shared.Mode, StatusOK
+	for _, l := range f.ToolLimits {
+		r.LearnedToolLimits = append(r.LearnedToolLimits, ToolLimit{Provider: l.Provider, Model: l.Model, MaxTools: l.MaxTools,
+			Source: l.Source, ExpiresAt: l.ExpiresAt.UTC().Format(timeLayout)})
+	}
+	sort.Slice(r.LearnedToolLimits, func(i, j int) bool {
+		a, b := r.LearnedToolLimits[i], r.LearnedToolLimits[j]
+		return a.Provider+"/"+a.Model < b.Provider+"/"+b.Model
+	})
 	if !f.Database.OK {
 		r.Database.Status = StatusDown
 		if shared && f.Ready {
@@ -232,6 +330,9 @@ func Build(f Facts) Report {
 	}
 	if terminal > 0 {
 		r.Reasons = append(r.Reasons, "terminal_connections:"+strconv.Itoa(terminal))
+	}
+	if f.Emergency.Active() && !f.EmergencyResolves {
+		r.Reasons = append(r.Reasons, "emergency_fallback_unresolved")
 	}
 	if f.RequestLog.Dropped > 0 {
 		r.Reasons = append(r.Reasons, "request_log_drops")

@@ -1,8 +1,10 @@
-// Package requestlog writes request log entries asynchronously in batches
-// (40-admin-api §8): the request path hands an entry to Add, which never blocks,
-// and one goroutine writes batches to a services.RequestLogSink every
-// FlushInterval or as soon as BatchSize entries are waiting. It imports only
-// services and the standard library.
+// Package requestlog writes log entries asynchronously in batches
+// (40-admin-api §8): the request path hands an entry to Add, which never
+// blocks, and one goroutine writes batches to a sink every FlushInterval or as
+// soon as BatchSize entries are waiting. The request log (Writer, over a
+// services.RequestLogSink) and the audit log of admin actions share the one
+// generic Batcher, so both have the same bounds, drop rule and shutdown. It
+// imports only services and the standard library.
 package requestlog
 
 import (
@@ -24,7 +26,7 @@ const (
 	DefaultCapacity      = 10000
 )
 
-// Options tunes a Writer. Zero fields take the defaults.
+// Options tunes a Batcher. Zero fields take the defaults.
 type Options struct {
 	// FlushInterval is the longest an accepted entry waits before its batch is written. Default 1 s.
 	FlushInterval time.Duration
@@ -48,7 +50,7 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Stats is a snapshot of a Writer's counters.
+// Stats is a snapshot of a Batcher's counters.
 type Stats struct {
 	// QueueDepth is the number of entries accepted and not yet handed back by the sink.
 	QueueDepth int64
@@ -67,17 +69,18 @@ type Stats struct {
 	HeldBatches int64
 }
 
-// Writer batches request log entries to a sink. It is safe for concurrent use.
-type Writer struct {
-	sink services.RequestLogSink
-	log  *slog.Logger
-	opts Options
+// Batcher batches entries of type T to a sink. It is safe for concurrent use.
+type Batcher[T any] struct {
+	write func(ctx context.Context, batch []T) error
+	what  string // names the entries in log lines
+	log   *slog.Logger
+	opts  Options
 
 	// pending holds the accepted entries run has not taken yet. Add appends
 	// under mu and wakes run through kick only when a full batch is waiting,
 	// so a request costs no goroutine wake-up of its own.
 	mu      sync.Mutex
-	pending []services.RequestLogEntry
+	pending []T
 	kick    chan struct{}
 
 	// queued counts entries accepted and not yet written; Add reserves a slot
@@ -94,7 +97,7 @@ type Writer struct {
 	// database restarting, SQLite busy): they stay queued, within Capacity,
 	// and go first at the next flush, so an outage of the store costs no log
 	// rows until the queue is full. Only run touches it.
-	held []services.RequestLogEntry
+	held []T
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -108,15 +111,27 @@ type Writer struct {
 	abandoned int64
 }
 
-// New starts a Writer and its goroutine; Close stops it. log may be nil.
+// Writer batches request log entries to a services.RequestLogSink.
+type Writer = Batcher[services.RequestLogEntry]
+
+// New starts a request log Writer and its goroutine; Close stops it. log may be nil.
 func New(sink services.RequestLogSink, log *slog.Logger, opts Options) *Writer {
+	return NewBatcher(sink.WriteRequestLogs, "request log", log, opts)
+}
+
+// NewBatcher starts a Batcher writing through write and its goroutine; Close
+// stops it. write is called from that one goroutine; the batch is reused
+// afterwards and must not be kept. what names the entries in log lines
+// ("audit log"); log may be nil.
+func NewBatcher[T any](write func(ctx context.Context, batch []T) error, what string, log *slog.Logger, opts Options) *Batcher[T] {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	opts = opts.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &Writer{
-		sink:     sink,
+	w := &Batcher[T]{
+		write:    write,
+		what:     what,
 		log:      log.With("component", "requestlog"),
 		opts:     opts,
 		kick:     make(chan struct{}, 1),
@@ -133,7 +148,7 @@ func New(sink services.RequestLogSink, log *slog.Logger, opts Options) *Writer {
 // when Capacity entries are already waiting, or after Close, e is dropped and
 // counted. Entries added while Close is running may be lost uncounted; close the
 // writer only after the request path has drained.
-func (w *Writer) Add(e services.RequestLogEntry) bool {
+func (w *Batcher[T]) Add(e T) bool {
 	if w.closed.Load() {
 		w.dropped.Add(1)
 		return false
@@ -159,7 +174,7 @@ func (w *Writer) Add(e services.RequestLogEntry) bool {
 // Close writes what is queued, stops the goroutine and returns nil. If ctx ends
 // first, the write in progress is cancelled, what remains is counted as dropped
 // and ctx.Err() is returned. Calling Close again waits the same way.
-func (w *Writer) Close(ctx context.Context) error {
+func (w *Batcher[T]) Close(ctx context.Context) error {
 	w.closeOnce.Do(func() {
 		w.closed.Store(true)
 		close(w.stop)
@@ -179,7 +194,7 @@ func (w *Writer) Close(ctx context.Context) error {
 }
 
 // Stats returns the current counters.
-func (w *Writer) Stats() Stats {
+func (w *Batcher[T]) Stats() Stats {
 	return Stats{
 		QueueDepth:    w.queued.Load(),
 		Dropped:       w.dropped.Load(),
@@ -191,12 +206,12 @@ func (w *Writer) Stats() Stats {
 	}
 }
 
-func (w *Writer) run() {
+func (w *Batcher[T]) run() {
 	defer close(w.done)
 	defer w.abort()
 	tick := time.NewTicker(w.opts.FlushInterval)
 	defer tick.Stop()
-	var batch []services.RequestLogEntry
+	var batch []T
 	for {
 		select {
 		case <-w.kick:
@@ -212,7 +227,7 @@ func (w *Writer) run() {
 
 // take moves the pending entries into batch, only whole batches of
 // BatchSize when fullOnly (the rest waits for the next interval).
-func (w *Writer) take(batch []services.RequestLogEntry, fullOnly bool) []services.RequestLogEntry {
+func (w *Batcher[T]) take(batch []T, fullOnly bool) []T {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n := len(w.pending)
@@ -229,7 +244,7 @@ func (w *Writer) take(batch []services.RequestLogEntry, fullOnly bool) []service
 // flushAll writes the held entries and then batch in BatchSize pieces and
 // returns batch emptied for reuse. A piece the store could not take now
 // (unavailable) is held with everything after it, in order.
-func (w *Writer) flushAll(batch []services.RequestLogEntry) []services.RequestLogEntry {
+func (w *Batcher[T]) flushAll(batch []T) []T {
 	work := batch
 	if len(w.held) > 0 {
 		work = append(w.held, batch...)
@@ -237,16 +252,16 @@ func (w *Writer) flushAll(batch []services.RequestLogEntry) []services.RequestLo
 	}
 	for i := 0; i < len(work); i += w.opts.BatchSize {
 		if !w.flush(work[i:min(i+w.opts.BatchSize, len(work))]) {
-			w.held = append([]services.RequestLogEntry(nil), work[i:]...)
+			w.held = append([]T(nil), work[i:]...)
 			break
 		}
 	}
 	if n := int64(len(w.held)); n != w.heldCount.Load() {
 		switch {
 		case n > 0 && w.heldCount.Load() == 0:
-			w.log.Warn("request log: the store is unavailable; entries are held and retried each interval", "entries", n)
+			w.log.Warn(w.what+": the store is unavailable; entries are held and retried each interval", "entries", n)
 		case n == 0:
-			w.log.Info("request log: the store answers again; held entries written")
+			w.log.Info(w.what + ": the store answers again; held entries written")
 		}
 		w.heldCount.Store(n)
 	}
@@ -255,10 +270,10 @@ func (w *Writer) flushAll(batch []services.RequestLogEntry) []services.RequestLo
 }
 
 // drain writes batch and everything still pending, in BatchSize batches.
-func (w *Writer) drain(batch []services.RequestLogEntry) {
+func (w *Batcher[T]) drain(batch []T) {
 	defer func() {
 		if w.abandoned > 0 {
-			w.log.Warn("request log entries abandoned at close", "entries", w.abandoned)
+			w.log.Warn(w.what+" entries abandoned at close", "entries", w.abandoned)
 		}
 	}()
 	w.flushAll(batch)
@@ -277,7 +292,7 @@ func (w *Writer) drain(batch []services.RequestLogEntry) {
 // cancelled) it counts the entries as dropped instead. It returns false when
 // the store was unavailable and the entries stay queued for the next flush
 // (never while closing: then they count as a failed batch).
-func (w *Writer) flush(batch []services.RequestLogEntry) bool {
+func (w *Batcher[T]) flush(batch []T) bool {
 	if len(batch) == 0 {
 		return true
 	}
@@ -285,14 +300,14 @@ func (w *Writer) flush(batch []services.RequestLogEntry) bool {
 	if w.writeCtx.Err() != nil {
 		w.abandoned += n
 		w.dropped.Add(n)
-	} else if err := w.write(batch); err != nil {
+	} else if err := w.writeBatch(batch); err != nil {
 		if errors.Is(err, services.ErrUnavailable) && !w.closed.Load() {
 			w.heldBatches.Add(1)
 			return false
 		}
 		w.failedBatches.Add(1)
 		// Only the count and the error: entries may carry captured bodies.
-		w.log.Error("request log batch write failed", "entries", n, "err", err)
+		w.log.Error(w.what+" batch write failed", "entries", n, "err", err)
 	} else {
 		w.batches.Add(1)
 		w.written.Add(n)
@@ -301,13 +316,13 @@ func (w *Writer) flush(batch []services.RequestLogEntry) bool {
 	return true
 }
 
-// write calls the sink, turning a panic into an error so one bad batch cannot
+// writeBatch calls the sink, turning a panic into an error so one bad batch cannot
 // stop the writer.
-func (w *Writer) write(batch []services.RequestLogEntry) (err error) {
+func (w *Batcher[T]) writeBatch(batch []T) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("requestlog: sink panicked: %v", r)
 		}
 	}()
-	return w.sink.WriteRequestLogs(w.writeCtx, batch)
+	return w.write(w.writeCtx, batch)
 }

@@ -502,3 +502,41 @@ func BenchmarkAdd(b *testing.B) {
 		_ = w.Close(context.Background())
 	})
 }
+
+// The audit log rides on the same Batcher as the request log: any entry
+// type, the same interval, batch size and capacity bound.
+func TestBatcherWritesAnyEntryType(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var got [][]string
+		write := func(_ context.Context, batch []string) error {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, append([]string(nil), batch...))
+			return nil
+		}
+		w := requestlog.NewBatcher(write, "audit log", nil, requestlog.Options{BatchSize: 2, Capacity: 3})
+		for _, s := range []string{"a", "b", "c", "d"} {
+			w.Add(s)
+		}
+		synctest.Wait() // the full batch of two is written at once
+		mu.Lock()
+		if fmt.Sprint(got) != "[[a b]]" {
+			t.Errorf("before the interval: %v", got)
+		}
+		mu.Unlock()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if err := w.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if fmt.Sprint(got) != "[[a b] [c]]" {
+			t.Errorf("batches %v", got)
+		}
+		if st := w.Stats(); st.Dropped != 1 || st.Written != 3 || st.QueueDepth != 0 {
+			t.Errorf("stats %+v", st)
+		}
+	})
+}

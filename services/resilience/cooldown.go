@@ -447,6 +447,19 @@ func (c *Cooldowns) Apply(ctx context.Context, info ConnInfo, cls Classification
 	return eff
 }
 
+// Preview is what Apply would do to a connection in state from, without
+// doing it: the classify dry run (POST /api/resilience/classify) reads the
+// same decision the attempt loop applies.
+func (c *Cooldowns) Preview(info ConnInfo, cls Classification, from services.ConnectionState) CooldownEffect {
+	now := c.now()
+	switch cls.Reason {
+	case ReasonCallerError, ReasonClientAbort, ReasonLocalLimit:
+		return effectOf(from, now, !coolingAt(from, now), false)
+	}
+	_, eff, _ := c.failureState(cloneConnectionState(from), info, cls, now)
+	return eff
+}
+
 // failureState is the §4 state machine: the state after one classified
 // failure at now, its effect, and whether it opened a cooldown episode.
 func (c *Cooldowns) failureState(old services.ConnectionState, info ConnInfo, cls Classification, now time.Time) (services.ConnectionState, CooldownEffect, bool) {
@@ -480,7 +493,6 @@ func (c *Cooldowns) failureState(old services.ConnectionState, info ConnInfo, cl
 		}
 		return st, effectOf(st, now, false, false), false
 	}
-
 	var cooldownMs int64
 	level := st.BackoffLevel
 	if prevErrAt != nil && now.Sub(*prevErrAt) > time.Duration(backoffRestartMs)*time.Millisecond {

@@ -167,22 +167,13 @@ func (e *Engine) Failure(ctx context.Context, adm Admission, conn ConnRef, f Fai
 	if e.Hooks.Classified != nil {
 		e.Hooks.Classified(conn.Provider, cls.Reason)
 	}
-	penalising := cls.Reason != ReasonClientAbort && cls.Reason != ReasonLocalLimit && cls.Reason != ReasonCallerError &&
-		f.Phase != PhasePostCommit
-	if !penalising {
+	if !penalising(cls, f) {
 		e.Release(adm)
 		return out
 	}
 	doc := e.doc()
-	lockCfg := doc.Lockout()
+	cls, _ = lockoutOverride(cls, doc.Lockout())
 	scope := cls.Scope
-	// Lockout override: lock the model instead of cooling the connection.
-	if lockCfg.Enabled && lockCfg.LocksStatus(cls.Status) && !cls.ScopeFixed && scope == ScopeConnection && cls.Terminal == "" &&
-		(cls.Reason == ReasonRateLimit || cls.Reason == ReasonForbidden || cls.Reason == ReasonModelCapacity || cls.Reason == ReasonServerError) {
-		scope = ScopeModel
-		cls.LockScope = ""
-	}
-	cls.Scope = scope
 	out.Classification = cls
 	newEpisode := true
 	switch {
@@ -232,6 +223,28 @@ func (e *Engine) Failure(ctx context.Context, adm Admission, conn ConnRef, f Fai
 		}
 	}
 	return out
+}
+
+// penalising reports a failure that changes state: not the client's doing,
+// not a local limit, not after commit (BD 2, BD 15).
+func penalising(cls Classification, f Failure) bool {
+	return cls.Reason != ReasonClientAbort && cls.Reason != ReasonLocalLimit && cls.Reason != ReasonCallerError &&
+		f.Phase != PhasePostCommit
+}
+
+// lockoutOverride applies the lockout override of 20-resilience §7: with
+// model lockout on, a connection-scoped rate limit, refusal, capacity or
+// server error of a locked status locks the model instead of cooling the
+// connection (never when a rule fixed the scope or the failure is
+// terminal). It reports whether it did.
+func lockoutOverride(cls Classification, lockCfg LockoutConfig) (Classification, bool) {
+	if lockCfg.Enabled && lockCfg.LocksStatus(cls.Status) && !cls.ScopeFixed && cls.Scope == ScopeConnection && cls.Terminal == "" &&
+		(cls.Reason == ReasonRateLimit || cls.Reason == ReasonForbidden || cls.Reason == ReasonModelCapacity || cls.Reason == ReasonServerError) {
+		cls.Scope = ScopeModel
+		cls.LockScope = ""
+		return cls, true
+	}
+	return cls, false
 }
 
 // FinalTargetFailure feeds the window gate with a combo target's final

@@ -454,13 +454,7 @@ func (l *Lockouts) Apply(ctx context.Context, provider, connectionID, model stri
 	if !cfg.Enabled || !cfg.LocksStatus(c.Status) {
 		return false, LockoutRecord{}, false
 	}
-	shape := c.LockScope
-	switch shape {
-	case ShapeFamily, ShapeBase, ShapeExact:
-	default:
-		shape = LockShapeForStatus(c.Status)
-	}
-	key := LockKey{Provider: provider, ConnectionID: connectionID, Shape: shape, Key: ModelLockKey(shape, provider, model)}
+	key := lockKeyOf(provider, connectionID, model, c)
 
 	l.writers.RLock()
 	defer l.writers.RUnlock()
@@ -511,11 +505,35 @@ func (l *Lockouts) Apply(ctx context.Context, provider, connectionID, model stri
 		}
 		if newEpisode {
 			l.log.Info("model locked", "provider", provider, "connection_id", connectionID, "model", model,
-				"key_shape", string(shape), "lock_key", key.Key, "reason", string(c.Reason), "status", c.Status,
+				"key_shape", string(key.Shape), "lock_key", key.Key, "reason", string(c.Reason), "status", c.Status,
 				"failure_count", rec.FailureCount, "cooldown_ms", rec.LastCooldownMs)
 		}
 		return true, rec, newEpisode
 	}
+}
+
+// lockKeyOf is the key a classification locks: its lock scope, else the
+// natural shape of its status.
+func lockKeyOf(provider, connectionID, model string, c Classification) LockKey {
+	shape := c.LockScope
+	switch shape {
+	case ShapeFamily, ShapeBase, ShapeExact:
+	default:
+		shape = LockShapeForStatus(c.Status)
+	}
+	return LockKey{Provider: provider, ConnectionID: connectionID, Shape: shape, Key: ModelLockKey(shape, provider, model)}
+}
+
+// Preview is the lockout Apply would set for a first failure of model on a
+// connection that holds none, without setting it (the classify dry run);
+// ok is false when no lockout would be set (switched off, or a status the
+// lockout does not take).
+func (l *Lockouts) Preview(provider, connectionID, model string, c Classification) (key LockKey, d time.Duration, ok bool) {
+	cfg := l.cfg()
+	if !cfg.Enabled || !cfg.LocksStatus(c.Status) {
+		return LockKey{}, 0, false
+	}
+	return lockKeyOf(provider, connectionID, model, c), l.length(cfg, provider, connectionID, model, c, 1, l.now()), true
 }
 
 // Success decays the lockouts of (provider, connectionID, model) after a

@@ -23,6 +23,7 @@ type General struct {
 	CORS        CORS        `json:"cors"`
 	Translation Translation `json:"translation"`
 	Logging     Logging     `json:"logging"`
+	Pricing     Pricing     `json:"pricing"`
 }
 
 // Routing are the global routing settings (30-routing §3, §11).
@@ -112,6 +113,17 @@ type Logging struct {
 	RetentionDays   int  `json:"retentionDays"`
 }
 
+// Pricing overrides the built-in model price table (services.Prices), which
+// prices the request log's estimated costs and cost-optimized routing.
+type Pricing struct {
+	// Models maps "provider/model" to its price in USD per 1M input and
+	// output tokens, replacing the built-in list price (or giving one to a
+	// model the table lacks, such as a custom provider's). Default {}; at
+	// most 500 models; each price 0–1000000. A PATCH merges per model; null
+	// removes an override.
+	Models map[string]services.ModelPrice `json:"models"`
+}
+
 // GeneralOptions are what the general document needs from outside.
 type GeneralOptions struct {
 	// KnownProvider reports whether id is a catalogue id or an existing
@@ -127,6 +139,8 @@ type GeneralOptions struct {
 const (
 	EnvLogRetentionDays = "SWITCHYARD_LOG_RETENTION_DAYS"
 	EnvLogRequestBodies = "SWITCHYARD_LOG_REQUEST_BODIES"
+	// GeneralPricingModels is the path of the model price overrides.
+	GeneralPricingModels = "pricing.models"
 )
 
 // GeneralSpec defines the general settings document.
@@ -143,6 +157,9 @@ func GeneralSpec(opts GeneralOptions) Spec[General] {
 			}
 			if g.CORS.AllowedOrigins == nil {
 				g.CORS.AllowedOrigins = []string{}
+			}
+			if g.Pricing.Models == nil {
+				g.Pricing.Models = map[string]services.ModelPrice{}
 			}
 		},
 	}

@@ -1,9 +1,12 @@
 package settings
 
 import (
+	"math"
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"switchyard/services"
 	"switchyard/services/settings/schema"
@@ -42,7 +45,67 @@ func generalSchema(known func(string) bool) *schema.Schema {
 		{Path: "logging.captureBodies", Kind: schema.Bool, Default: false, Env: EnvLogRequestBodies},
 		ms("logging.captureMaxBytes", 32768, 1024, 1<<20),
 		{Path: "logging.retentionDays", Kind: schema.Int, Default: int64(7), Min: 1, Max: 3650, Env: EnvLogRetentionDays},
+		{Path: GeneralPricingModels, Kind: schema.Object, Default: map[string]any{}, Check: func(v any, live bool) (any, map[string]string) {
+			check := known
+			if !live {
+				check = nil // stored documents keep overrides of since-deleted providers
+			}
+			return checkPriceOverrides(v.(map[string]any), check)
+		}},
 	})
+}
+
+// Bounds of pricing.models.
+const (
+	maxPriceOverrides = 500
+	maxPricePerMTok   = 1_000_000
+)
+
+// checkPriceOverrides validates pricing.models: "provider/model" keys of a
+// known provider (when known is set) and {inputPerMTok, outputPerMTok}
+// numbers, both present after the merge.
+func checkPriceOverrides(m map[string]any, known func(string) bool) (any, map[string]string) {
+	if len(m) > maxPriceOverrides {
+		return nil, map[string]string{"": "at most " + strconv.Itoa(maxPriceOverrides) + " models may have a price override"}
+	}
+	errs := map[string]string{}
+	for k, v := range m {
+		p := "." + k
+		provider, model, ok := strings.Cut(k, "/")
+		switch {
+		case !ok || provider == "" || strings.TrimSpace(model) == "" || utf8.RuneCountInString(k) > 200 || hasControl(k):
+			errs[p] = "must be named provider/model (at most 200 characters)"
+			continue
+		case known != nil && !known(provider):
+			errs[p] = "unknown provider"
+			continue
+		}
+		price, ok := v.(map[string]any)
+		if !ok {
+			errs[p] = "must be an object with inputPerMTok and outputPerMTok"
+			continue
+		}
+		for f := range price {
+			if f != "inputPerMTok" && f != "outputPerMTok" {
+				errs[p+"."+f] = "unknown field"
+			}
+		}
+		for _, f := range []string{"inputPerMTok", "outputPerMTok"} {
+			n, ok := price[f].(float64)
+			if !ok || n < 0 || n > maxPricePerMTok || math.IsNaN(n) {
+				errs[p+"."+f] = "must be a price in USD per 1M tokens between 0 and " + strconv.Itoa(maxPricePerMTok)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return m, nil
+}
+
+// hasControl reports a control character (a key must print as it reads).
+func hasControl(s string) bool {
+	return strings.ContainsFunc(s, unicode.IsControl)
 }
 
 // taskFitnessSchema is one routing.autoTaskFitness rule.

@@ -98,7 +98,8 @@ func TestGeneralSettingsDefaults(t *testing.T) {
 	 "upstream": {"connectTimeoutMs": 10000, "streamIdleTimeoutMs": 120000},
 	 "cors": {"allowedOrigins": []},
 	 "translation": {"defaultMaxTokens": 4096},
-	 "logging": {"captureBodies": false, "captureMaxBytes": 32768, "retentionDays": 7}}`
+	 "logging": {"captureBodies": false, "captureMaxBytes": 32768, "retentionDays": 7},
+	 "pricing": {"models": {}}}`
 	for _, doc := range []settings.General{settings.GeneralSpec(settings.GeneralOptions{}).Defaults(), newGSEnv(t, nil).doc.Current().Doc} {
 		b, _ := json.Marshal(doc)
 		var got, w any
@@ -207,5 +208,37 @@ func TestGeneralSettingsValidation(t *testing.T) {
 	}
 	if e.doc.Current().Revision != 0 {
 		t.Fatal("stored after a failed PATCH")
+	}
+}
+
+// pricing.models overrides the price table per model: merged per model,
+// null removes one, validated per field.
+func TestGeneralSettingsPriceOverrides(t *testing.T) {
+	e := newGSEnv(t, nil)
+	d := e.patch(`{"pricing": {"models": {"openai/gpt-4o": {"inputPerMTok": 2, "outputPerMTok": 8}, "codex/gpt-5-codex": {"inputPerMTok": 1.25, "outputPerMTok": 10}}}}`)
+	if got := d.Pricing.Models["openai/gpt-4o"]; got != (services.ModelPrice{InputPerMTok: 2, OutputPerMTok: 8}) {
+		t.Fatalf("override %+v", got)
+	}
+	d = e.patch(`{"pricing": {"models": {"openai/gpt-4o": {"outputPerMTok": 9}, "codex/gpt-5-codex": null}}}`)
+	if got := d.Pricing.Models; len(got) != 1 || got["openai/gpt-4o"] != (services.ModelPrice{InputPerMTok: 2, OutputPerMTok: 9}) {
+		t.Fatalf("after merge and null: %+v", got)
+	}
+	got := e.patchFails(`{"pricing": {"models": {"nope/x": {"inputPerMTok": 1, "outputPerMTok": 1}, "openai": {},
+	  "openai/a": {"inputPerMTok": -1, "outputPerMTok": "x", "cachedPerMTok": 1}, "openai/b": {"inputPerMTok": 1}}}}`)
+	want := map[string]string{
+		"pricing.models.nope/x":                 "unknown provider",
+		"pricing.models.openai":                 "must be named provider/model",
+		"pricing.models.openai/a.inputPerMTok":  "between 0 and 1000000",
+		"pricing.models.openai/a.outputPerMTok": "between 0 and 1000000",
+		"pricing.models.openai/a.cachedPerMTok": "unknown field",
+		"pricing.models.openai/b.outputPerMTok": "between 0 and 1000000",
+	}
+	for k, msg := range want {
+		if !strings.Contains(got[k], msg) {
+			t.Errorf("%s: %q, want %q", k, got[k], msg)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("fields %v", got)
 	}
 }

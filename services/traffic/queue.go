@@ -321,6 +321,8 @@ func (q *Queues) Admit(ctx context.Context, key string, cfg QueueConfig) (Ticket
 	if cfg.QueueWaitMs > 0 {
 		dwellEnd = now.Add(time.Duration(cfg.QueueWaitMs) * time.Millisecond)
 	}
+	tok := BeginWait(ctx, WaitQueue, key, time.Duration(cfg.QueueWaitMs)*time.Millisecond)
+	defer tok.End()
 	for {
 		// q.mu is held here.
 		var delay time.Duration // 0: until woken

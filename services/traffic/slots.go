@@ -191,6 +191,8 @@ func (s *Slots) AcquireWith(ctx context.Context, connectionID string, limit int,
 	w := &slotWaiter{ready: make(chan struct{})}
 	w.elem = g.waiters.PushBack(w)
 	s.mu.Unlock()
+	tok := BeginWait(ctx, WaitSlot, connectionID, wait)
+	defer tok.End()
 
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
