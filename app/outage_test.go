@@ -109,10 +109,11 @@ func TestSharedDatabaseOutageServesV1AndRefusesAdminWrites(t *testing.T) {
 		t.Errorf("admin health during the outage: %+v", rep)
 	}
 
-	// Every management write: 503 with Retry-After. Two do not need the
-	// database: ending a lease the mirror does not know (404) and the
-	// in-memory slot reset.
-	noStore := map[string]int{"DELETE /api/resilience/leases/:id": 404, "POST /api/concurrency/reset": 200}
+	// Every management write: 503 with Retry-After. Three do not need the
+	// database: ending a lease the mirror does not know (404), the
+	// in-memory slot reset and the classify dry run (it writes nothing).
+	noStore := map[string]int{"DELETE /api/resilience/leases/:id": 404, "POST /api/concurrency/reset": 200,
+		"POST /api/resilience/classify": 200}
 	for _, r := range apiRoutes(f) {
 		if !r.unsafe() {
 			continue

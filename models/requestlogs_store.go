@@ -151,7 +151,7 @@ func (s *RequestLogStore) writeGORM(ctx context.Context, entries []services.Requ
 	})
 }
 
-// pgBatchRows bounds the rows of one PostgreSQL INSERT (39 bound
+// pgBatchRows bounds the rows of one PostgreSQL INSERT (42 bound
 // parameters each, far under the protocol's 65,535).
 const pgBatchRows = 256
 
@@ -203,7 +203,8 @@ func (s *RequestLogStore) writePostgres(ctx context.Context, rows []RequestLogRo
 					r.ComboPath, r.Strategy, r.Provider, r.Model, r.ConnectionID, r.UpstreamFormat, r.Status, r.Outcome,
 					r.ErrorCode, r.Attempts, r.AttemptLog, r.PromptTokens, r.CachedTokens, r.CacheWriteTokens,
 					r.CompletionTokens, r.ReasoningTokens, r.LatencyMs, r.TtftMs, r.UpstreamLatencyMs, r.Warnings,
-					r.AffinityHit, r.LeaseManaged, r.EmergencyFallback, r.BodiesCaptured, r.Bodies)
+					r.AffinityHit, r.LeaseManaged, r.EmergencyFallback, r.BodiesCaptured, r.Bodies,
+					r.EstimatedCostNanoUSD, r.AttemptedConnections, r.AttemptedProviders)
 			}
 			// Straight to the transaction's connection: GORM's statement
 			// builder would walk the ~10,000 values once more.
