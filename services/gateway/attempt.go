@@ -80,6 +80,8 @@ type attemptState struct {
 	pickCands []accounts.Candidate
 	pickConns []*services.Connection
 	pickScr   pickScratch
+	// trace is the current attempt's span (tracing.go); nil when off.
+	trace *attemptTrace
 }
 
 // newAttempt starts routing req: its log record, its client writer (on the
@@ -141,7 +143,7 @@ func (st *attemptState) run() {
 		if !ok {
 			break
 		}
-		tok := st.g.beginCooldownWait(st.req, d)
+		tok := st.g.beginCooldownWait(st.ctx(), st.req, d)
 		done := st.waitOut(d)
 		tok.End()
 		if !done {
