@@ -60,11 +60,11 @@ type attemptState struct {
 	diag          []Exclusion
 	timerWait     time.Duration // earliest timer among exclusions
 	timers        map[string]bool
-	noTimer       bool // some exclusion is not a timer
 	lastTarget    string
 	waitMin       time.Duration // smallest remaining waitable blocker
 	bestToolLimit ToolLimit
 	onlyLocal     bool  // every failure so far was a local limit
+	noTimer       bool  // some exclusion is not a timer (beside onlyLocal: one word for both)
 	localErr      error // the last local limiter error
 	log           *LogRecord
 	cfg           ComboConfig // effective config of the routed combo (§3)
