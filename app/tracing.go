@@ -43,6 +43,3 @@ func (s *Server) stopTracing() {
 		s.log.Warn("tracing: spans not exported at shutdown", "err", err)
 	}
 }
-
-// Tracing returns the trace pipeline, nil when tracing is off (tests).
-func (s *Server) Tracing() *tracing.Provider { return s.tracing }

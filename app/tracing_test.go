@@ -152,7 +152,7 @@ func TestTracingExportsRequestAttemptAndWaitSpans(t *testing.T) {
 	deadline := time.After(20 * time.Second)
 	for root == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if err := a.Server.Tracing().ForceFlush(ctx); err != nil {
+		if err := a.Server.FlushTraces(ctx); err != nil {
 			t.Fatalf("flush: %v", err)
 		}
 		cancel()

@@ -79,14 +79,6 @@ func (p *Provider) Where() string {
 	return p.where
 }
 
-// ForceFlush exports the spans ended so far.
-func (p *Provider) ForceFlush(ctx context.Context) error {
-	if p == nil {
-		return nil
-	}
-	return p.tp.ForceFlush(ctx)
-}
-
 // Shutdown flushes what is buffered and stops the exporter; spans ended
 // after it are dropped. Bounded by ctx.
 func (p *Provider) Shutdown(ctx context.Context) error {
