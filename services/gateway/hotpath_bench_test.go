@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"switchyard/internal/testkit/leasestore"
 	"switchyard/services"
 	"switchyard/services/accounts"
 	"switchyard/services/affinity"
@@ -148,7 +149,7 @@ func newBenchEnvAt(b testing.TB, n int, strategy, mix, baseURL string) *benchEnv
 		b.Fatal(err)
 	}
 	env.pins = affinity.NewPins(clock, func() time.Duration { return affinity.DefaultTTL }, benchPinStore{})
-	ls := leases.New(leases.NewMemStore(), clock)
+	ls := leases.New(leasestore.New(), clock)
 	if mix == "spec" && n > 1 {
 		holder := services.APIKey{ID: "key-lease", Enabled: true, Scopes: []string{services.ScopeInference, services.ScopeLeaseExclusive},
 			AllowedConnections: []string{env.ids[0]}}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"switchyard/internal/testkit/leasestore"
 	"switchyard/services"
 	"switchyard/services/accounts"
 	"switchyard/services/affinity"
@@ -115,7 +116,7 @@ func newPickEnv(t *testing.T, n int, seed uint64) *pickEnv {
 	env.selA = accounts.NewSelector(rand.New(rand.NewPCG(seed, 1)))
 	env.selB = accounts.NewSelector(rand.New(rand.NewPCG(seed, 1)))
 	env.q = quota.New(quota.Options{Clock: env.clock, MaxStale: func() time.Duration { return env.maxStale }})
-	env.ls = leases.New(leases.NewMemStore(), env.clock)
+	env.ls = leases.New(leasestore.New(), env.clock)
 	env.pins = affinity.NewPins(env.clock, func() time.Duration { return time.Minute }, benchPinStore{})
 	if env.g, err = New(ctx, Deps{Clock: env.clock, Registry: env.reg, Upstream: NewUpstream(nil, "test"), Selector: env.selA,
 		Resilience: res, Observer: env.obs, Quota: env.q,

@@ -9,6 +9,7 @@ import (
 
 	"switchyard/internal/testkit"
 	"switchyard/internal/testkit/feeds"
+	"switchyard/internal/testkit/leasestore"
 	"switchyard/services"
 	"switchyard/services/leases"
 )
@@ -117,7 +118,7 @@ func TestFleetLeaseChangesFollowTheFeed(t *testing.T) {
 // change the mirror already shows costs no store read either.
 func TestFleetLeaseOwnEchoSkipped(t *testing.T) {
 	clock := testkit.NewFakeClock(t0)
-	store := leases.NewMemStore()
+	store := leasestore.New()
 	feeds := feeds.New("A", "B")
 	counting := &countingReader{Reader: store}
 	a := leases.New(store, clock)
@@ -165,7 +166,7 @@ func (c *countingReader) LiveByOwner(ctx context.Context, hash string, now time.
 // while it was read (the refresh may be newer); the answer still stands.
 func TestFleetLeaseReadThroughYieldsToNewerMirror(t *testing.T) {
 	clock := testkit.NewFakeClock(t0)
-	store := leases.NewMemStore()
+	store := leasestore.New()
 	feeds := feeds.New("A", "B")
 	feeds.Pause()
 	a := leases.New(store, clock)
@@ -196,7 +197,7 @@ func TestFleetLeaseReadThroughYieldsToNewerMirror(t *testing.T) {
 // with LEASE_REQUIRED, it passes the store's error on (503 with Retry-After).
 func TestFleetLeaseCheckFailsClosed(t *testing.T) {
 	clock := testkit.NewFakeClock(t0)
-	store := leases.NewMemStore()
+	store := leasestore.New()
 	feeds := feeds.New("A")
 	s := leases.New(store, clock)
 	s.Share(downReader{}, feeds.Feed(0), nil)

@@ -4,9 +4,9 @@
 //
 // The state machine is written once, here, against Tx — the view of the
 // exclusive_leases rows inside one BEGIN IMMEDIATE transaction. TxStore turns
-// any Tx runner into a Store: models supplies the SQLite one, NewMemStore an
-// in-memory one. Every Store operation first expires active rows whose
-// expiry has passed. The partial unique indexes (one active row per owner,
+// any Tx runner into a Store: models supplies the database one, the test
+// kit (internal/testkit/leasestore) an in-memory one. Every Store operation
+// first expires active rows whose expiry has passed. The partial unique indexes (one active row per owner,
 // one per connection) are the final guard: an insert they reject becomes a
 // lease error, never a 500.
 //
@@ -685,128 +685,6 @@ func (s *TxStore) Expire(ctx context.Context, now time.Time) (int, error) {
 		return err
 	})
 	return n, err
-}
-
-// NewMemStore returns a Store that keeps the rows in memory, for tests and
-// single-process setups without a database. Transactions run one at a time
-// on a copy of the rows, committed only when the operation succeeds.
-func NewMemStore() *TxStore {
-	m := &memStore{}
-	return NewTxStore(m.run)
-}
-
-type memStore struct {
-	mu   sync.Mutex
-	rows []Lease
-}
-
-func (m *memStore) run(ctx context.Context, fn func(Tx) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	tx := &memTx{rows: slices.Clone(m.rows)}
-	if err := fn(tx); err != nil {
-		return err
-	}
-	m.rows = tx.rows
-	return nil
-}
-
-type memTx struct{ rows []Lease }
-
-func (t *memTx) ExpireDue(now time.Time) (int, error) {
-	n := 0
-	for i, l := range t.rows {
-		if l.State == StateActive && !now.Before(l.ExpiresAt) {
-			t.rows[i].State, t.rows[i].EndedAt, t.rows[i].EndReason = StateExpired, l.ExpiresAt, ReasonTTLExpired
-			n++
-		}
-	}
-	return n, nil
-}
-
-func (t *memTx) activeWhere(match func(Lease) bool) []Lease {
-	var out []Lease
-	for _, l := range t.rows {
-		if l.State == StateActive && match(l) {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-func first(ls []Lease) (Lease, bool, error) {
-	if len(ls) == 0 {
-		return Lease{}, false, nil
-	}
-	return ls[0], true, nil
-}
-
-func (t *memTx) ActiveByOwner(ownerHash string) (Lease, bool, error) {
-	return first(t.activeWhere(func(l Lease) bool { return l.OwnerHash == ownerHash }))
-}
-
-func (t *memTx) ActiveByConnection(connID string) (Lease, bool, error) {
-	return first(t.activeWhere(func(l Lease) bool { return l.ConnectionID == connID }))
-}
-
-func (t *memTx) ActiveByKey(keyID string) ([]Lease, error) {
-	return t.activeWhere(func(l Lease) bool { return l.KeyID == keyID }), nil
-}
-
-func (t *memTx) ListActive() ([]Lease, error) {
-	return t.activeWhere(func(Lease) bool { return true }), nil
-}
-
-func (t *memTx) FindGeneration(ownerHash, keyID string, generation int64) (Lease, bool, error) {
-	var best Lease
-	found := false
-	for _, l := range t.rows {
-		if l.OwnerHash != ownerHash || l.KeyID != keyID || l.Generation != generation {
-			continue
-		}
-		switch {
-		case !found, l.State == StateActive,
-			best.State != StateActive && !l.AcquiredAt.Before(best.AcquiredAt):
-			best, found = l, true
-		}
-	}
-	return best, found, nil
-}
-
-func (t *memTx) MaxGeneration(ownerHash string) (int64, error) {
-	var g int64
-	for _, l := range t.rows {
-		if l.OwnerHash == ownerHash {
-			g = max(g, l.Generation)
-		}
-	}
-	return g, nil
-}
-
-func (t *memTx) Insert(l Lease) error {
-	for _, r := range t.rows {
-		if r.ID == l.ID || l.State == StateActive && r.State == StateActive &&
-			(r.OwnerHash == l.OwnerHash || r.ConnectionID == l.ConnectionID) {
-			return fmt.Errorf("leases: insert %s: %w", l.ID, ErrDuplicate)
-		}
-	}
-	l.Reused, l.TTL = false, 0
-	t.rows = append(t.rows, l)
-	return nil
-}
-
-func (t *memTx) Update(l Lease) error {
-	for i, r := range t.rows {
-		if r.ID == l.ID {
-			r.State, r.RenewedAt, r.ExpiresAt, r.EndedAt, r.EndReason = l.State, l.RenewedAt, l.ExpiresAt, l.EndedAt, l.EndReason
-			t.rows[i] = r
-			return nil
-		}
-	}
-	return fmt.Errorf("leases: update %s: %w", l.ID, services.ErrNotFound)
 }
 
 // Leases is the lease service: lifecycle operations for /v1/session-leases,

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"switchyard/internal/testkit"
+	"switchyard/internal/testkit/leasestore"
 	"switchyard/models"
 	"switchyard/services"
 	"switchyard/services/leases"
@@ -40,7 +41,7 @@ func managedKey(id string, conns ...string) services.APIKey {
 // eachStore runs a scenario on the memory store and on SQLite.
 func eachStore(t *testing.T, f func(t *testing.T, clock *testkit.FakeClock, store leases.Store)) {
 	t.Run("memory", func(t *testing.T) {
-		f(t, testkit.NewFakeClock(t0), leases.NewMemStore())
+		f(t, testkit.NewFakeClock(t0), leasestore.New())
 	})
 	t.Run("sqlite", func(t *testing.T) {
 		clock := testkit.NewFakeClock(t0)
@@ -206,7 +207,7 @@ func TestLeaseCheck(t *testing.T) {
 }
 
 func TestLeaseKeyConfiguration(t *testing.T) {
-	s := leases.New(leases.NewMemStore(), testkit.NewFakeClock(t0))
+	s := leases.New(leasestore.New(), testkit.NewFakeClock(t0))
 	o := owner(1)
 	plain := services.APIKey{ID: "k1", Scopes: []string{services.ScopeInference}, AllowedConnections: []string{"c1"}}
 	_, err := s.Acquire(ctx, plain, o, "openai", []string{"c1"}, 0)
@@ -414,7 +415,7 @@ func TestLeaseTransition(t *testing.T) {
 
 // L4 at the lease layer: routing skips connections leased by another key.
 func TestLeaseHeldByOthers(t *testing.T) {
-	s := leases.New(leases.NewMemStore(), testkit.NewFakeClock(t0))
+	s := leases.New(leasestore.New(), testkit.NewFakeClock(t0))
 	must(t)(s.Acquire(ctx, managedKey("k1", "a", "b"), owner(1), "openai", []string{"a"}, 0))
 	if !s.HeldByOthers("a", "k2") || !s.HeldByOthers("a", "") {
 		t.Fatal("leased connection not held for others")

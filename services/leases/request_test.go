@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"switchyard/internal/testkit"
+	"switchyard/internal/testkit/leasestore"
 	"switchyard/services"
 	"switchyard/services/leases"
 )
@@ -43,7 +44,7 @@ func leaseHeader(owner string, gen int64) http.Header {
 // order 10-gateway-api §2 step 10 applies them.
 func TestBindRules(t *testing.T) {
 	clock := testkit.NewFakeClock(t0)
-	s := leases.New(leases.NewMemStore(), clock)
+	s := leases.New(leasestore.New(), clock)
 	k := managedKey("k1", "c1", "c2")
 	l := must(t)(s.Acquire(ctx, k, owner(1), "p", []string{"c1"}, 0))
 	direct := leases.Target{Provider: "p", Model: "m"}
@@ -84,7 +85,7 @@ func TestBindRules(t *testing.T) {
 // stays bound.
 func TestBindRebindsBlockedConnection(t *testing.T) {
 	clock := testkit.NewFakeClock(t0)
-	s := leases.New(leases.NewMemStore(), clock)
+	s := leases.New(leasestore.New(), clock)
 	k := managedKey("k1", "c1", "c2")
 	must(t)(s.Acquire(ctx, k, owner(1), "p", []string{"c1"}, 0))
 	direct := leases.Target{Provider: "p", Model: "m"}
@@ -107,7 +108,7 @@ func TestBindRebindsBlockedConnection(t *testing.T) {
 // An acquire by model refuses combos and models no allowed connection can
 // serve now, and leases one that can.
 func TestAcquireFor(t *testing.T) {
-	s := leases.New(leases.NewMemStore(), testkit.NewFakeClock(t0))
+	s := leases.New(leasestore.New(), testkit.NewFakeClock(t0))
 	k := managedKey("k1", "c1", "c2")
 	_, err := s.AcquireFor(ctx, k, owner(1), leases.Target{Provider: "p", Model: "m", Combo: true}, 0, placement{})
 	wantErr(t, err, leases.CodeUnsupportedRoute, 400)
