@@ -484,12 +484,18 @@ func TestDashboardBrowser(t *testing.T) {
 		chromedp.Click(brTID("setup-submit")),
 		chromedp.WaitVisible(brText(views.SetupFormID, "The two passwords do not match.")))
 	b.shot("01-setup.png")
+	audits := b.auditBare("/setup")
 	b.do(brFill("#password", brAdminPassword), brFill("#confirm", brAdminPassword),
 		chromedp.Click(brTID("setup-submit")),
-		chromedp.WaitVisible(brTID(views.OverviewChecklistID)))
+		chromedp.WaitVisible(brTID(views.OverviewChecklistID)),
+		chromedp.WaitVisible(brToast("Admin password set. Welcome to Switchyard.")))
+	if loc := brRun(b, chromedp.Location()); strings.Contains(loc, "welcome") {
+		t.Errorf("after setup the address still asks for the welcome toast: %s", loc)
+	}
 	b.shot("02-overview-empty.png")
 	b.do(chromedp.Click(brTID(views.LogoutButtonID)), chromedp.WaitVisible(brTID(views.LoginFormID)),
 		chromedp.WaitVisible(brText("login-notice", "Signed out.")))
+	audits = append(audits, b.auditBare("/login")...)
 	b.do(brFill("#password", "not the password"), chromedp.Click(brTID("login-submit")),
 		chromedp.WaitVisible(brText(views.LoginFormID, "Wrong password.")))
 	b.do(brFill("#password", brAdminPassword), chromedp.Click(brTID("login-submit")),
@@ -798,6 +804,14 @@ func TestDashboardBrowser(t *testing.T) {
 		}
 	}
 	b.shot("10b-audit-log.png")
+
+	// Every page at 1280 and 390 px: no sideways scrolling, no serious or
+	// critical axe violation.
+	b.step("10c layout and accessibility", 3*brStepTimeout)
+	// A request after the restart, so the Overview chart (in memory) has data.
+	brChat(t, b.sctx, base, secret, "demo", "Hello after the restart")
+	audits = append(audits, b.auditPages(base, brAuditPages(bID, comboID, keyID, rid))...)
+	b.checkAudits(audits)
 
 	// Narrow screens.
 	b.step("11 mobile", brStepTimeout)

@@ -565,8 +565,9 @@ func TestDashboardConnectionQuotaWindows(t *testing.T) {
 	moreNoSession(t, d, "GET", "/connections/quota-windows")
 }
 
-// moreUnknownQuota is the quota windows cell of a connection never observed.
-const moreUnknownQuota = "5 h unknown | Daily unknown | Weekly unknown | Monthly unknown"
+// moreUnknownQuota is the quota windows cell of a connection never observed
+// (or whose readings all went stale): one line, not one "unknown" per window.
+const moreUnknownQuota = "none reported"
 
 // moreLines is the text of each list item of s, joined by " | ".
 func moreLines(s *goquery.Selection) string {

@@ -779,10 +779,27 @@
     }
   });
 
+  // A toast rendered with the page because the address asked for it (?welcome=1 after
+  // setup) drops that parameter from the address, so a reload does not repeat it.
+  function clearFlashParam(toast) {
+    const param = toast.getAttribute("data-clear-param");
+    if (!param || typeof URLSearchParams !== "function" || !window.history.replaceState) {
+      return;
+    }
+    const url = new URL(window.location.href);
+    if (url.searchParams.has(param)) {
+      url.searchParams.delete(param);
+      window.history.replaceState(window.history.state, "", url.pathname + url.search + url.hash);
+    }
+  }
+
   function init() {
     const region = document.getElementById(TOAST_REGION_ID);
     if (region) {
-      region.querySelectorAll(".toast").forEach(prepareToast);
+      region.querySelectorAll(".toast").forEach(function (toast) {
+        prepareToast(toast);
+        clearFlashParam(toast);
+      });
     }
     scanContent(document.body);
     const drawer = topDrawer();

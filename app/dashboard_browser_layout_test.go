@@ -1,0 +1,225 @@
+package app_test
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/chromedp/chromedp"
+
+	"switchyard/views"
+)
+
+// The layout and accessibility audit of the browser test (issue 21 item 9):
+// every dashboard page, at a desktop (1280 px) and a phone (390 px) width,
+// must not scroll sideways, and axe-core must find no serious or critical
+// violation in it.
+
+// brAxe is axe-core (npm package axe-core, MPL 2.0, licence header kept in
+// the file and next to it in testdata), injected into the page under test
+// through the DevTools protocol. It is test-only: the dashboard never loads it.
+//
+//go:embed testdata/axe.min.js
+var brAxe string
+
+// brViewports are the widths the audit checks, with a height to match.
+var brViewports = []struct{ w, h int64 }{{1280, 800}, {390, 844}}
+
+// brAxeRun runs axe on the whole document and returns its serious and
+// critical violations, each with up to three offending nodes.
+const brAxeRun = `axe.run(document, {resultTypes: ["violations"]}).then(function (r) {
+  return JSON.stringify(r.violations.filter(function (v) {
+    return v.impact === "serious" || v.impact === "critical";
+  }).map(function (v) {
+    return {id: v.id, impact: v.impact, nodes: v.nodes.length,
+      targets: v.nodes.slice(0, 3).map(function (n) { return n.target.join(" "); })};
+  }));
+})`
+
+// brWidthProbe measures the document and, when it is wider than the
+// viewport, names the deepest elements that stick out (outside any box that
+// scrolls or clips horizontally), so a failure says what to fix.
+const brWidthProbe = `(function () {
+  var iw = window.innerWidth, sw = document.scrollingElement.scrollWidth, out = [];
+  if (sw > iw) {
+    var clipped = function (el) {
+      for (var p = el.parentElement; p && p !== document.body; p = p.parentElement) {
+        var ox = getComputedStyle(p).overflowX;
+        if (ox === "auto" || ox === "scroll" || ox === "hidden" || ox === "clip") { return true; }
+      }
+      return false;
+    };
+    document.querySelectorAll("body *").forEach(function (el) {
+      var r = el.getBoundingClientRect();
+      if (r.width === 0 || r.right <= iw + 1 || clipped(el)) { return; }
+      for (var c = el.firstElementChild; c; c = c.nextElementSibling) {
+        if (c.getBoundingClientRect().right > iw + 1) { return; }
+      }
+      var name = el.tagName.toLowerCase() + (el.id ? "#" + el.id : "") +
+        (typeof el.className === "string" && el.className ? "." + el.className.trim().split(/\s+/).join(".") : "");
+      out.push(name + " → " + Math.round(r.right) + " px");
+    });
+  }
+  var inner = [];
+  document.querySelectorAll(".table-wrap").forEach(function (w) {
+    if (w.scrollWidth > w.clientWidth + 1 && w.clientWidth > 0) {
+      var t = w.querySelector("[data-testid]"), name = t ? t.getAttribute("data-testid") : (w.id || "table");
+      inner.push(name + " " + w.scrollWidth + " in " + w.clientWidth);
+    }
+  });
+  return JSON.stringify({iw: iw, sw: sw, wide: out.slice(0, 5), inner: inner});
+})()`
+
+// brWeightProbe sums what the page on screen loaded, as the browser's
+// resource timing reports it: bytes on the wire (encoded) and after
+// decompression, for the document and its scripts and style sheets.
+const brWeightProbe = `(function () {
+  var enc = 0, dec = 0, parts = [];
+  performance.getEntriesByType("navigation").concat(performance.getEntriesByType("resource")).forEach(function (e) {
+    var kind = e.entryType === "navigation" ? "html" : (/\.css$/.test(e.name) ? "css" : (/\.js$/.test(e.name) ? "js" : ""));
+    if (!kind) { return; }
+    enc += e.encodedBodySize; dec += e.decodedBodySize;
+    parts.push(kind + " " + e.name.replace(/^.*\//, "") + " " + e.encodedBodySize + "/" + e.decodedBodySize);
+  });
+  return JSON.stringify({encoded: enc, decoded: dec, parts: parts});
+})()`
+
+// brAxeViolation is one serious or critical axe rule broken on a page.
+type brAxeViolation struct {
+	ID      string   `json:"id"`
+	Impact  string   `json:"impact"`
+	Nodes   int      `json:"nodes"`
+	Targets []string `json:"targets"`
+}
+
+// brAudit is what the audit found on one page at one width.
+type brAudit struct {
+	page       string
+	viewport   int64
+	width      int64 // document.scrollingElement.scrollWidth
+	inner      int64 // window.innerWidth
+	wide       []string
+	tables     []string // tables wider than their scrolling wrapper: "<testid> 1372 in 976"
+	violations []brAxeViolation
+}
+
+// serious counts the offending nodes of serious and critical violations.
+func (a brAudit) serious() int {
+	n := 0
+	for _, v := range a.violations {
+		n += v.Nodes
+	}
+	return n
+}
+
+// auditCurrent measures the page on screen: its width and axe's serious and
+// critical violations.
+func (b *brBrowser) auditCurrent(page string, viewport int64) brAudit {
+	b.t.Helper()
+	b.do(brSettled)
+	var probe struct {
+		IW, SW      int64
+		Wide, Inner []string
+	}
+	if err := json.Unmarshal([]byte(brRun(b, chromedp.Evaluate[string](brWidthProbe))), &probe); err != nil {
+		b.t.Fatalf("step %s: width probe: %v", b.name, err)
+	}
+	a := brAudit{page: page, viewport: viewport, width: probe.SW, inner: probe.IW, wide: probe.Wide, tables: probe.Inner}
+	if !brRun(b, chromedp.Evaluate[bool](`typeof window.axe === "object"`)) {
+		b.do(chromedp.Evaluate[chromedp.Void](brAxe))
+	}
+	raw := brRun(b, chromedp.Evaluate[string](brAxeRun, chromedp.EvalAwaitPromise))
+	if err := json.Unmarshal([]byte(raw), &a.violations); err != nil {
+		b.t.Fatalf("step %s: axe result %q: %v", b.name, raw, err)
+	}
+	return a
+}
+
+// auditBare audits the page on screen (setup, sign-in: pages without the
+// layout) at every audited width.
+func (b *brBrowser) auditBare(page string) []brAudit {
+	b.t.Helper()
+	var out []brAudit
+	for _, vp := range brViewports {
+		b.do(chromedp.EmulateViewport(vp.w, vp.h))
+		out = append(out, b.auditCurrent(page, vp.w))
+	}
+	b.do(chromedp.EmulateViewport(1280, 800))
+	return out
+}
+
+// auditPages opens every page at every audited width and measures it.
+func (b *brBrowser) auditPages(base string, pages []string) []brAudit {
+	b.t.Helper()
+	var all []brAudit
+	for _, vp := range brViewports {
+		b.do(chromedp.EmulateViewport(vp.w, vp.h))
+		for _, p := range pages {
+			b.do(chromedp.Navigate(base+p), chromedp.WaitVisible(chromedp.CSS("#"+views.ContentID+" h1")))
+			if p == "/" && vp.w == brViewports[0].w {
+				b.t.Logf("page weight of the Overview (HTML, CSS and JS; on the wire / decoded): %s", brRun(b, chromedp.Evaluate[string](brWeightProbe)))
+			}
+			all = append(all, b.auditCurrent(p, vp.w))
+		}
+	}
+	b.do(chromedp.EmulateViewport(1280, 800))
+	return all
+}
+
+// checkAudits logs every audit and fails the test for a page that scrolls
+// sideways (document.scrollingElement.scrollWidth > innerWidth) or has a
+// serious or critical axe violation. With SWITCHYARD_AUDIT_REPORT=1 it only
+// reports (to measure a tree before fixing it).
+func (b *brBrowser) checkAudits(all []brAudit) {
+	b.t.Helper()
+	report := os.Getenv("SWITCHYARD_AUDIT_REPORT") == "1"
+	total := 0
+	for _, a := range all {
+		total += a.serious()
+		line := fmt.Sprintf("audit %-32s @%4d: width %4d / %4d, axe serious+critical %d", a.page, a.viewport, a.width, a.inner, a.serious())
+		for _, v := range a.violations {
+			line += fmt.Sprintf("\n    %s (%s) ×%d: %s", v.ID, v.Impact, v.Nodes, strings.Join(v.Targets, " | "))
+		}
+		if len(a.wide) > 0 {
+			line += "\n    sticks out: " + strings.Join(a.wide, ", ")
+		}
+		if len(a.tables) > 0 {
+			line += "\n    scrolls inside: " + strings.Join(a.tables, ", ")
+		}
+		b.t.Log(line)
+		if report {
+			continue
+		}
+		if brTablesFit[a.page] && a.viewport >= 1280 && len(a.tables) > 0 {
+			b.t.Errorf("%s at %d px: a table scrolls inside its column (%s)", a.page, a.viewport, strings.Join(a.tables, ", "))
+		}
+		if a.width > a.inner {
+			b.t.Errorf("%s at %d px scrolls sideways: the document is %d px wide (%s)", a.page, a.viewport, a.width, strings.Join(a.wide, ", "))
+		}
+		for _, v := range a.violations {
+			b.t.Errorf("%s at %d px: axe %s (%s) on %d nodes: %s", a.page, a.viewport, v.ID, v.Impact, v.Nodes, strings.Join(v.Targets, " | "))
+		}
+	}
+	b.t.Logf("audit: %d page views, %d serious or critical axe nodes in all", len(all), total)
+}
+
+// brTablesFit are the pages whose tables must fit a 1280 px screen without
+// scrolling inside their wrapper (elsewhere wide data may scroll in its own
+// box, 50-dashboard §8).
+var brTablesFit = map[string]bool{"/connections": true}
+
+// brAuditPages are the pages the audit opens: every entry of the sidebar,
+// then the forms and details that are pages of their own.
+func brAuditPages(connID, comboID, keyID, requestID string) []string {
+	var out []string
+	for _, n := range views.Nav {
+		out = append(out, n.Href)
+	}
+	return append(out,
+		"/connections/new", "/connections/"+connID+"/edit",
+		"/combos/new", "/combos/"+comboID+"/edit",
+		"/keys/new", "/keys/"+keyID+"/edit",
+		"/logs/"+requestID)
+}
