@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
 	"switchyard/views"
@@ -222,4 +223,55 @@ func brAuditPages(connID, comboID, keyID, requestID string) []string {
 		"/combos/new", "/combos/"+comboID+"/edit",
 		"/keys/new", "/keys/"+keyID+"/edit",
 		"/logs/"+requestID)
+}
+
+// brRefreshPolls makes every polled region of the page poll now (app.js
+// sends the same event when a hidden tab shows again).
+const brRefreshPolls = `document.querySelectorAll("[data-poll]").forEach(function (el) {
+  el.dispatchEvent(new CustomEvent("refresh", {bubbles: false}));
+})`
+
+// connectionLost takes the browser off the network on the Runtime page,
+// whose panels poll: one "connection lost" banner appears instead of a note
+// per panel, and it goes with the first answer once the network is back.
+// The browser's own reports of the failed requests during the outage are
+// expected, not errors of the page.
+func (b *brBrowser) connectionLost(base string) {
+	b.t.Helper()
+	b.do(chromedp.Navigate(base+"/runtime"), chromedp.WaitVisible(brTID(views.ModelCooldownsEmptyID)), brSettled)
+	polled := brRun(b, chromedp.Evaluate[int](`document.querySelectorAll("[data-poll]").length`))
+	if polled < 3 {
+		b.t.Fatalf("step %s: only %d polled regions on /runtime", b.name, polled)
+	}
+	// Requests to the gateway fail as if it were gone (the browser blocks
+	// them: the page sees a network error, as with a stopped server).
+	offline := func(off bool) {
+		b.t.Helper()
+		if _, err := chromedp.Call(b.sctx, network.SetBlockedURLs, network.SetBlockedURLsParams{
+			URLPatterns: []*network.BlockPattern{{URLPattern: base + "/*", Block: off}}}); err != nil {
+			b.t.Fatalf("step %s: blocking the gateway: %v", b.name, err)
+		}
+	}
+	offline(true)
+	b.do(chromedp.Evaluate[chromedp.Void](brRefreshPolls), chromedp.WaitVisible(brTID("connection-lost")),
+		chromedp.WaitNotPresent(chromedp.CSS(".htmx-request")))
+	counts := brRun(b, chromedp.Evaluate[[]int](`[document.querySelectorAll('[data-testid="connection-lost"]').length,
+  document.querySelectorAll(".stale-note").length, document.querySelectorAll("[data-poll].is-stale").length]`))
+	if counts[0] != 1 || counts[1] != 0 || counts[2] < 2 {
+		b.t.Errorf("offline: %d banners, %d stale notes, %d dimmed regions of %d; want 1, 0 and several", counts[0], counts[1], counts[2], polled)
+	}
+	b.shot("10d-connection-lost.png")
+	offline(false)
+	b.do(chromedp.Evaluate[chromedp.Void](brRefreshPolls), chromedp.WaitNotPresent(brTID("connection-lost")), brSettled)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	kept := b.console[:0]
+	for _, c := range b.console {
+		if strings.HasPrefix(c, b.name+": ") && (strings.Contains(c, "ERR_BLOCKED_BY_CLIENT") ||
+			strings.Contains(c, "htmx:sendError") || strings.Contains(c, "htmx:afterRequest")) {
+			continue
+		}
+		kept = append(kept, c)
+	}
+	b.console = kept
 }

@@ -813,6 +813,10 @@ func TestDashboardBrowser(t *testing.T) {
 	audits = append(audits, b.auditPages(base, brAuditPages(bID, comboID, keyID, rid))...)
 	b.checkAudits(audits)
 
+	// Switchyard out of reach: one banner, not a note per polled panel.
+	b.step("10d connection lost", brStepTimeout)
+	b.connectionLost(base)
+
 	// Narrow screens.
 	b.step("11 mobile", brStepTimeout)
 	b.do(chromedp.EmulateViewport(390, 844), chromedp.Navigate(base+"/"), chromedp.WaitVisible(brTID(views.OverviewCountsID)))
