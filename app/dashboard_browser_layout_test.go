@@ -30,7 +30,8 @@ var brViewports = []struct{ w, h int64 }{{1280, 800}, {390, 844}}
 
 // brAxeRun runs axe on the whole document and returns its serious and
 // critical violations, each with up to three offending nodes.
-const brAxeRun = `axe.run(document, {resultTypes: ["violations"]}).then(function (r) {
+const brAxeRun = `axe.run(document, {resultTypes: ["violations"],
+  runOnly: {type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa", "best-practice"]}}).then(function (r) {
   return JSON.stringify(r.violations.filter(function (v) {
     return v.impact === "serious" || v.impact === "critical";
   }).map(function (v) {
@@ -151,16 +152,21 @@ func (b *brBrowser) auditBare(page string) []brAudit {
 	return out
 }
 
-// auditPages opens every page at every audited width and measures it.
+// auditPages opens every page and measures it at every audited width (the
+// same document resized, so axe is injected once per page).
 func (b *brBrowser) auditPages(base string, pages []string) []brAudit {
 	b.t.Helper()
 	var all []brAudit
-	for _, vp := range brViewports {
-		b.do(chromedp.EmulateViewport(vp.w, vp.h))
-		for _, p := range pages {
-			b.do(chromedp.Navigate(base+p), chromedp.WaitVisible(chromedp.CSS("#"+views.ContentID+" h1")))
-			if p == "/" && vp.w == brViewports[0].w {
-				b.t.Logf("page weight of the Overview (HTML, CSS and JS; on the wire / decoded): %s", brRun(b, chromedp.Evaluate[string](brWeightProbe)))
+	for _, p := range pages {
+		b.step("10c audit "+p, brStepTimeout)
+		b.do(chromedp.EmulateViewport(brViewports[0].w, brViewports[0].h),
+			chromedp.Navigate(base+p), chromedp.WaitVisible(chromedp.CSS("#"+views.ContentID+" h1")))
+		if p == "/" {
+			b.t.Logf("page weight of the Overview (HTML, CSS and JS; on the wire / decoded): %s", brRun(b, chromedp.Evaluate[string](brWeightProbe)))
+		}
+		for i, vp := range brViewports {
+			if i > 0 {
+				b.do(chromedp.EmulateViewport(vp.w, vp.h))
 			}
 			all = append(all, b.auditCurrent(p, vp.w))
 		}
@@ -274,4 +280,45 @@ func (b *brBrowser) connectionLost(base string) {
 		kept = append(kept, c)
 	}
 	b.console = kept
+}
+
+// resilienceLayout checks Settings → Resilience after step 10 saved the Model
+// lockout card (base 1 min, max 10 min, no doubling): the sections' nav,
+// the human units next to the milliseconds, each card's last save from the
+// audit log, and the escalation preview, which follows the switch without
+// saving anything.
+func (b *brBrowser) resilienceLayout(base string, api *brAPI) {
+	b.t.Helper()
+	card := `[data-testid="` + views.ModelLockoutCardID + `"]`
+	preview := card + ` [data-testid="` + views.LockoutPreviewID + `"]`
+	b.do(chromedp.Navigate(base+"/settings/resilience"), chromedp.WaitVisible(brTID(views.SettingsNavID)),
+		chromedp.ScrollIntoView(chromedp.CSS(card)))
+	text := func(sel string) string {
+		b.t.Helper()
+		return strings.Join(strings.Fields(brRun(b, chromedp.Text(chromedp.CSS(sel)))), " ")
+	}
+	if got := brRun(b, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid="settings-nav"] a').length`)); got != len(views.SettingsSections) {
+		b.t.Errorf("the section nav has %d links, want %d", got, len(views.SettingsSections))
+	}
+	if got := text("#modelLockout-baseCooldownMs-human"); got != "= 1 min" {
+		b.t.Errorf("base cooldown in human units %q", got)
+	}
+	if got := text(`[data-testid="` + views.RowID(views.RowSettingsLastSaved, views.SectionModelLockout) + `"]`); !strings.HasPrefix(got, "Last saved") {
+		b.t.Errorf("Model lockout card: %q, want its last save", got)
+	}
+	if got := text(`[data-testid="` + views.RowID(views.RowSettingsLastSaved, views.SectionRequestQueue) + `"]`); got != "Never saved" {
+		b.t.Errorf("Request queue card: %q", got)
+	}
+	if got := text(preview); !strings.HasSuffix(got, "1 min on every repeat failure") {
+		b.t.Errorf("preview without doubling %q", got)
+	}
+	brSetSwitch(b, "#modelLockout-useExponentialBackoff", true)
+	b.do(chromedp.WaitVisible(chromedp.Search(`//*[@data-testid="` + views.LockoutPreviewID + `"]//*[contains(., "1 min → 2 min → 4 min → 8 min → 10 min (cap)")]`)))
+	b.do(brFill("#modelLockout-baseCooldownMs", "120000"),
+		chromedp.WaitVisible(chromedp.Search(`//*[@data-testid="`+views.LockoutPreviewID+`"]//*[contains(., "2 min → 4 min → 8 min → 10 min (cap)")]`)))
+	if ml := brLockoutSettings(b.t, api); ml.UseExponentialBackoff || ml.BaseCooldownMs != 60000 {
+		b.t.Errorf("the preview saved something: %+v", ml)
+	}
+	b.shot("10e-lockout-preview.png")
+	b.do(chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(card)))
 }

@@ -724,7 +724,7 @@ func TestDashboardOverviewChartAndFailingTargets(t *testing.T) {
 
 	row := dashFind(t, doc, dashTID(views.RowID(views.RowFailing, "1")))
 	cells := moreCells(row)
-	if !strings.HasPrefix(cells, "fake/bad | conn-0 | "+strconv.Itoa(failed)+" | 503 ") || !strings.HasSuffix(cells, " | View logs") {
+	if !strings.HasPrefix(cells, "fake/bad | conn-0 | "+strconv.Itoa(failed)+" | 503 ") || !strings.HasSuffix(cells, " | View logs of fake/bad on conn-0, last hour") {
 		t.Errorf("failing row %q", cells)
 	}
 	if doc.Find(dashTID(views.RowID(views.RowFailing, "2"))).Length() != 0 {
