@@ -16,6 +16,7 @@ import (
 
 	"switchyard/services"
 	"switchyard/services/gateway"
+	"switchyard/services/tracing"
 )
 
 // BodyTimeouts bound the reading of request bodies (issue 17): a client
@@ -95,6 +96,11 @@ type Config struct {
 	// concurrency grant lives in Redis without renewal, so a crashed
 	// replica's grants lapse within it. Default 30000; range 2000–300000.
 	RedisGrantTTLMs int64
+	// DatabasePool is SWITCHYARD_DATABASE_POOL: the most pooled connections
+	// one replica opens to the shared database (default 10). With the
+	// change-feed listener's own connection, a fleet needs replicas ×
+	// (DatabasePool + 1) of the server's max_connections.
+	DatabasePool int
 	// RedisTimeoutMs is SWITCHYARD_REDIS_TIMEOUT_MS: the bound of one Redis
 	// call on the request path (default 50 ms). Past it the decision is
 	// taken locally; three in a row open the client breaker. Raise it for a
@@ -116,6 +122,10 @@ type Config struct {
 	PublicHosts []string
 	// Upstream bounds what one upstream answer can make the gateway hold.
 	Upstream gateway.BodyLimits
+	// Tracing is where OpenTelemetry traces go, from the standard OTEL_*
+	// environment (OTEL_EXPORTER_OTLP_ENDPOINT and its kin); the zero value
+	// is off.
+	Tracing tracing.Config
 
 	egress *services.EgressGuard
 }
@@ -220,6 +230,15 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 		}
 	}
 	cfg.LogRetentionDays = 7
+	cfg.DatabasePool = 10
+	if v := getenv("SWITCHYARD_DATABASE_POOL"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 2 || n > 500 {
+			problems = append(problems, fmt.Errorf("SWITCHYARD_DATABASE_POOL: %q is not a whole number of connections from 2 to 500", v))
+		} else {
+			cfg.DatabasePool = n
+		}
+	}
 	if v := getenv("SWITCHYARD_LOG_RETENTION_DAYS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 3650 {
@@ -227,6 +246,11 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 		} else {
 			cfg.LogRetentionDays = n
 		}
+	}
+	if tc, err := tracing.FromEnv(getenv); err != nil {
+		problems = append(problems, err)
+	} else {
+		cfg.Tracing = tc
 	}
 	if err := cfg.validate(); err != nil {
 		problems = append(problems, err)

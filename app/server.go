@@ -28,6 +28,7 @@ import (
 	"switchyard/services/routing"
 	"switchyard/services/settings"
 	"switchyard/services/stats"
+	"switchyard/services/tracing"
 	"switchyard/services/traffic"
 )
 
@@ -98,11 +99,18 @@ type Server struct {
 	handler    http.Handler
 	startedAt  time.Time
 
-	health     healthCache
-	purge      *retention
+	health healthCache
+	purge  *retention
+	// ready is set once the snapshot every request reads (connections,
+	// combos, keys, settings) is loaded: from then on the replica can serve
+	// /v1 from memory whatever the database does (the readiness the health
+	// endpoint reports in shared mode).
+	ready      atomic.Bool
 	listenAddr atomic.Value // string
 	loopback   atomic.Bool
 	demo       *demoEnv
+	// tracing exports OpenTelemetry traces; nil when off (app/tracing.go).
+	tracing *tracing.Provider
 }
 
 // Build opens the store, wires services and registers routes. The caller
@@ -133,6 +141,7 @@ func Build(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	s.loopback.Store(true)
 	s.listenAddr.Store(cfg.Addr)
 	if err := s.wire(ctx, opts); err != nil {
+		s.stopTracing()
 		models.Close(db)
 		return nil, err
 	}
@@ -178,6 +187,13 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 	if s.auth, err = services.NewAuth(ctx, models.NewAdminStore(s.db), s.clock, params); err != nil {
 		return err
 	}
+	if s.cfg.Shared() {
+		// Sign-in failures are counted for the fleet in admin_login_failures;
+		// while the database does not answer, this replica counts its own.
+		s.auth.UseLoginThrottle(services.NewFleetLoginThrottle(models.NewLoginThrottleStore(s.db),
+			services.NewMemoryLoginThrottle(), s.log.With("component", "auth"),
+			func(error) { s.metrics.sharedFallbacks.WithLabelValues("login_throttle").Inc() }))
+	}
 	if err := s.auth.BootstrapPassword(ctx, s.cfg.AdminPassword); err != nil {
 		return err
 	}
@@ -199,6 +215,9 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 	s.auditStore = models.NewAuditStore(s.db)
 	s.auditWriter = requestlog.NewBatcher(s.auditStore.WriteAuditEntries, "audit log", s.log.With("component", "audit-log"), requestlog.Options{})
 	if err := s.wireTraffic(ctx); err != nil {
+		return err
+	}
+	if err := s.startTracing(ctx); err != nil {
 		return err
 	}
 	if err := s.wireGateway(ctx, opts.Seed); err != nil {
@@ -231,6 +250,7 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 	s.learned = startLearnedPersister(s.queues, learnedPersistTick, func(err error) { s.metrics.StoreError("learned_rate_limits", err) })
 	s.decisions = startDecisionFlusher(s.resilience, decisionFlushEvery, func(err error) { s.metrics.StoreError("resilience", err) })
 	s.startRetention()
+	s.ready.Store(true)
 	return nil
 }
 
@@ -307,12 +327,25 @@ func (s *Server) Close() error {
 		}
 		cancel()
 	}
+	// After the request log: the last requests' spans are ended by now.
+	s.stopTracing()
 	return models.Close(s.db)
 }
 
 // healthz is the public liveness probe: {"status":"ok"}, or 503 when the
 // database does not answer. It reveals nothing else.
+//
+// In shared mode a database outage is not a reason to restart a replica
+// (a restart could not even start until the database is back, and would
+// throw away the mirrors /v1 is served from), so there it answers 200 while
+// the process serves: {"status":"ok"}, or {"status":"degraded"} while the
+// database is unreachable. Readiness is GET /api/monitoring/health.
 func (s *Server) healthz(c echo.Context) error {
+	if s.cfg.Shared() {
+		c.Response().Header().Set("Cache-Control", "no-store")
+		r := s.HealthReport(c.Request().Context())
+		return c.JSON(http.StatusOK, r.Public())
+	}
 	sqlDB, err := s.db.DB()
 	if err == nil {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)

@@ -54,6 +54,9 @@ func (st *attemptState) dispatch(t *target, c *services.Connection, req *Request
 	rt.inFlight.Add(1)
 	defer rt.inFlight.Add(-1)
 	at := st.log.startAttempt(*t, c, start)
+	if g.tracer != nil {
+		st.traceAttemptStart(t, c)
+	}
 	out.setDispatch(c.ID, t.provider.ID, t.model, st.attempts-1)
 
 	adm, res, admitted := st.admitDispatch(t, c, req)
@@ -100,7 +103,7 @@ func (st *attemptState) dispatch(t *target, c *services.Connection, req *Request
 // request waited for them; false with the attempt's result when the
 // attempt ends here.
 func (st *attemptState) admitDispatch(t *target, c *services.Connection, req *Request) (*admission, result, bool) {
-	adm, err := st.g.admit(st.ctx(), *t, c, req)
+	adm, err := st.g.admit(st.attemptCtx(), *t, c, req)
 	if err != nil {
 		return nil, localLimit(st.ctx(), err), false
 	}

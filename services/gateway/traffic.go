@@ -30,12 +30,14 @@ type Traffic struct {
 	Waiting *traffic.Waiting
 }
 
-// beginCooldownWait puts a cooldown-aware wait of d on the waiting board.
-func (g *Gateway) beginCooldownWait(req *Request, d time.Duration) traffic.WaitToken {
-	if g.traffic.Waiting == nil {
-		return traffic.WaitToken{}
+// beginCooldownWait puts a cooldown-aware wait of d on the waiting board
+// (and in the request's trace).
+func (g *Gateway) beginCooldownWait(ctx context.Context, req *Request, d time.Duration) traffic.WaitToken {
+	var tok traffic.WaitToken
+	if g.traffic.Waiting != nil {
+		tok = g.traffic.Waiting.Begin(traffic.WaitCooldown, req.Model, req.ID, d)
 	}
-	return g.traffic.Waiting.Begin(traffic.WaitCooldown, req.Model, req.ID, d)
+	return g.traceWait(ctx, tok, traffic.WaitCooldown, req.Model, d)
 }
 
 func queueConfig(doc *resilience.Document) traffic.QueueConfig {
