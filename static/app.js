@@ -21,10 +21,7 @@
  *      [data-drawer-close], returning focus to what opened it; [data-autofocus] in new content
  *      takes focus (the Cancel button of a confirmation panel); [data-dismiss] removes its
  *      closest [data-dismissible] ancestor (the one-time secret panel); a swapped-in
- *      [data-dismissible] panel without [data-autofocus] takes focus on its heading; when a
- *      swap removes the focused element (a deleted row, a re-enabled lockout), focus goes to
- *      its re-rendered twin, else the next or previous row, else the heading of the region
- *      that was re-rendered, else the main landmark.
+ *      [data-dismissible] panel without [data-autofocus] takes focus on its heading.
  */
 (function () {
   "use strict";
@@ -757,10 +754,6 @@
     }
   }
 
-  // Where focus was before a swap, so it can be put somewhere sensible if the swap removed
-  // the focused element: {active, key, next, prev, regions: ids of its ancestors}.
-  let lostFocus = null;
-
   function focusKey(el) {
     if (el.id) {
       return "#" + el.id;
@@ -779,65 +772,6 @@
       r = forward ? r.nextElementSibling : r.previousElementSibling;
     } while (r && (r.classList.contains("row--panel") || !visible(r)));
     return r;
-  }
-
-  document.addEventListener("htmx:beforeSwap", function () {
-    const active = document.activeElement;
-    if (!isElement(active) || active === document.body) {
-      lostFocus = null;
-      return;
-    }
-    const row = rowOf(active);
-    const regions = [];
-    for (let p = (row || active).parentElement; p && p !== document.body; p = p.parentElement) {
-      if (p.id) {
-        regions.push(p.id);
-      }
-    }
-    lostFocus = {
-      active: active,
-      key: focusKey(active),
-      next: row ? siblingRow(row, true) : null,
-      prev: row ? siblingRow(row, false) : null,
-      regions: regions,
-    };
-    // After the swap and its settle (htmx settles after 20 ms).
-    setTimeout(restoreFocus, 40);
-  });
-
-  function focusInto(el) {
-    return focusElement(focusables(el)[0] || el);
-  }
-
-  function restoreFocus() {
-    const lost = lostFocus;
-    lostFocus = null;
-    if (!lost || lost.active.isConnected) {
-      return;
-    }
-    const now = document.activeElement;
-    if (isElement(now) && now !== document.body) {
-      return; // the new content took focus itself (autofocus)
-    }
-    const twin = lost.key ? document.querySelector(lost.key) : null;
-    if (twin && visible(twin) && focusElement(twin)) {
-      return;
-    }
-    for (const row of [lost.next, lost.prev]) {
-      if (row && row.isConnected && visible(row) && focusInto(row)) {
-        return;
-      }
-    }
-    for (const id of lost.regions) {
-      const region = document.getElementById(id);
-      if (region && visible(region)) {
-        const heading = region.querySelector("h1, h2, h3") || region.closest("section, .card")?.querySelector("h1, h2, h3");
-        if (focusElement(heading || region)) {
-          return;
-        }
-      }
-    }
-    focusFallback();
   }
 
   function dismiss(trigger, e) {
