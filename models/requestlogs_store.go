@@ -28,10 +28,10 @@ const requestLogColumns = "id, created_at, client_request_id, api_key_id, api_ke
 	"provider, model, connection_id, upstream_format, status, outcome, error_code, attempts, attempt_log, " +
 	"prompt_tokens, cached_tokens, cache_write_tokens, completion_tokens, reasoning_tokens, latency_ms, ttft_ms, " +
 	"upstream_latency_ms, warnings, affinity_hit, lease_managed, emergency_fallback, bodies_captured, bodies, " +
-	"estimated_cost_nano_usd, attempted_connections, attempted_providers"
+	"estimated_cost_nano_usd, attempted_connections, attempted_providers, waits"
 
 // requestLogColumnCount is the number of names in requestLogColumns.
-const requestLogColumnCount = 42
+const requestLogColumnCount = 43
 
 // purgeChunk bounds how long one retention DELETE holds the single write connection.
 const purgeChunk = 5000
@@ -66,7 +66,7 @@ var (
 var requestLogInsert = &sqlitefast.Insert{Prefix: "INSERT INTO request_logs (" + requestLogColumns + ") VALUES ",
 	Columns: requestLogColumnCount, Suffix: " ON CONFLICT (id) DO NOTHING"}
 
-// fallbackBatchRows bounds the rows of one GORM INSERT (42 columns each,
+// fallbackBatchRows bounds the rows of one GORM INSERT (43 columns each,
 // well under SQLite's 32766 bound parameters).
 const fallbackBatchRows = 64
 
@@ -380,6 +380,11 @@ func (r RequestLogRow) domain() services.RequestLogEntry {
 	if err := json.Unmarshal([]byte(r.AttemptLog), &e.AttemptLog); err != nil || e.AttemptLog == nil {
 		e.AttemptLog = []services.AttemptRecord{}
 	}
+	if r.Waits != nil {
+		if err := json.Unmarshal([]byte(*r.Waits), &e.Waits); err != nil || e.Waits == nil {
+			e.Waits = []services.WaitRecord{}
+		}
+	}
 	if err := json.Unmarshal([]byte(r.Warnings), &e.Warnings); err != nil || e.Warnings == nil {
 		e.Warnings = []string{}
 	}
@@ -453,6 +458,13 @@ func encodeRequestLogs(b *sqlitefast.Batch, entries []services.RequestLogEntry) 
 		off = len(b.Text)
 		b.Text = appendAttempted(b.Text, x.AttemptLog, attemptProvider)
 		b.Span(off)
+		if x.Waits == nil {
+			b.Null()
+		} else {
+			off = len(b.Text)
+			b.Text = appendWaits(b.Text, x.Waits)
+			b.Span(off)
+		}
 	}
 	if len(b.Params) != len(entries)*requestLogColumnCount {
 		return fmt.Errorf("encoded %d values for %d rows of %d columns", len(b.Params), len(entries), requestLogColumnCount)
@@ -490,6 +502,12 @@ func requestLogRows(entries []services.RequestLogEntry) []RequestLogRow {
 		attemptedConns := string(buf)
 		buf = appendAttempted(buf[:0], x.AttemptLog, attemptProvider)
 		attemptedProviders := string(buf)
+		var waits *string
+		if x.Waits != nil {
+			buf = appendWaits(buf[:0], x.Waits)
+			w := string(buf)
+			waits = &w
+		}
 		rows[i] = RequestLogRow{ID: x.ID, CreatedAt: x.CreatedAt.UnixMilli(), ClientRequestID: x.ClientRequestID,
 			APIKeyID: x.APIKeyID, APIKeyName: x.APIKeyName, APIKeyPrefix: x.APIKeyPrefix, Method: method,
 			Endpoint: x.Endpoint, InboundFormat: x.InboundFormat, Stream: x.Stream, StreamOutcome: x.StreamOutcome,
@@ -501,7 +519,7 @@ func requestLogRows(entries []services.RequestLogEntry) []RequestLogRow {
 			LatencyMs: x.LatencyMs, TtftMs: x.TtftMs, UpstreamLatencyMs: x.UpstreamLatencyMs, Warnings: warnings,
 			AffinityHit: x.AffinityHit, LeaseManaged: x.LeaseManaged, EmergencyFallback: x.EmergencyFallback,
 			BodiesCaptured: x.BodiesCaptured, Bodies: bodies, EstimatedCostNanoUSD: cost,
-			AttemptedConnections: attemptedConns, AttemptedProviders: attemptedProviders}
+			AttemptedConnections: attemptedConns, AttemptedProviders: attemptedProviders, Waits: waits}
 	}
 	return rows
 }
@@ -528,6 +546,49 @@ func appendAttemptLog(b []byte, log []services.AttemptRecord) []byte {
 		b = appendJSONString(append(b, `,"errorCode":`...), a.ErrorCode)
 		b = appendJSONString(append(b, `,"retryHintSource":`...), a.RetryHintSource)
 		b = strconv.AppendInt(append(b, `,"latencyMs":`...), a.LatencyMs, 10)
+		b = strconv.AppendInt(append(b, `,"startOffsetMs":`...), a.StartOffsetMs, 10)
+		b = strconv.AppendInt(append(b, `,"hintMs":`...), a.HintMs, 10)
+		b = append(b, `,"effects":`...)
+		if a.Effects == nil {
+			b = append(b, "null"...)
+		} else {
+			b = appendEffects(b, a.Effects)
+		}
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}
+
+// appendEffects appends an attempt's effects as a JSON array.
+func appendEffects(b []byte, effects []services.AttemptEffect) []byte {
+	b = append(b, '[')
+	for i := range effects {
+		f := &effects[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(append(b, `{"kind":`...), f.Kind)
+		b = strconv.AppendInt(append(b, `,"untilMs":`...), f.UntilMs, 10)
+		b = appendJSONString(append(b, `,"lockKey":`...), f.LockKey)
+		b = appendJSONString(append(b, `,"terminalStatus":`...), f.TerminalStatus)
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}
+
+// appendWaits appends a request's waits as a JSON array.
+func appendWaits(b []byte, waits []services.WaitRecord) []byte {
+	b = append(b, '[')
+	for i := range waits {
+		w := &waits[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(append(b, `{"kind":`...), w.Kind)
+		b = appendJSONString(append(b, `,"reason":`...), w.Reason)
+		b = appendJSONString(append(b, `,"target":`...), w.Target)
+		b = strconv.AppendInt(append(b, `,"startOffsetMs":`...), w.StartOffsetMs, 10)
+		b = strconv.AppendInt(append(b, `,"waitedMs":`...), w.WaitedMs, 10)
 		b = append(b, '}')
 	}
 	return append(b, ']')
