@@ -33,7 +33,12 @@ type fleet struct {
 // provider "fleet" whose connections are the given fake keys.
 func startFleet(t *testing.T, env map[string]string, fakeKeys ...string) (*fleet, map[string]string) {
 	t.Helper()
-	dsn := testkit.PostgresSchema(t)
+	return startFleetOn(t, testkit.PostgresSchema(t), env, fakeKeys...)
+}
+
+// startFleetOn is startFleet on the database at dsn.
+func startFleetOn(t *testing.T, dsn string, env map[string]string, fakeKeys ...string) (*fleet, map[string]string) {
+	t.Helper()
 	fu := fakeupstream.Start(t, fakeupstream.WithEvents(3))
 	c := cluster.Start(t, cluster.Options{DatabaseURL: dsn, Upstreams: []string{fu.Addr()}, Env: env})
 	f := &fleet{c: c, dsn: dsn, fu: fu}

@@ -95,6 +95,11 @@ type Config struct {
 	// concurrency grant lives in Redis without renewal, so a crashed
 	// replica's grants lapse within it. Default 30000; range 2000–300000.
 	RedisGrantTTLMs int64
+	// DatabasePool is SWITCHYARD_DATABASE_POOL: the most pooled connections
+	// one replica opens to the shared database (default 10). With the
+	// change-feed listener's own connection, a fleet needs replicas ×
+	// (DatabasePool + 1) of the server's max_connections.
+	DatabasePool int
 	// RedisTimeoutMs is SWITCHYARD_REDIS_TIMEOUT_MS: the bound of one Redis
 	// call on the request path (default 50 ms). Past it the decision is
 	// taken locally; three in a row open the client breaker. Raise it for a
@@ -220,6 +225,15 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 		}
 	}
 	cfg.LogRetentionDays = 7
+	cfg.DatabasePool = 10
+	if v := getenv("SWITCHYARD_DATABASE_POOL"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 2 || n > 500 {
+			problems = append(problems, fmt.Errorf("SWITCHYARD_DATABASE_POOL: %q is not a whole number of connections from 2 to 500", v))
+		} else {
+			cfg.DatabasePool = n
+		}
+	}
 	if v := getenv("SWITCHYARD_LOG_RETENTION_DAYS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 3650 {

@@ -36,7 +36,7 @@ func openDatabase(ctx context.Context, cfg Config, clock services.Clock, log *sl
 	deadline := clock.Now().Add(startupDBWait)
 	backoff := 250 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		db, err := models.OpenPostgres(ctx, cfg.DatabaseURL, clock.Now, models.PostgresOptions{})
+		db, err := models.OpenPostgres(ctx, cfg.DatabaseURL, clock.Now, models.PostgresOptions{MaxOpenConns: cfg.DatabasePool})
 		if err == nil {
 			checkClockSkew(ctx, db, clock, log)
 			return db, nil

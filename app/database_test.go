@@ -44,6 +44,8 @@ func TestSharedDatabaseConfigNamesTheVariable(t *testing.T) {
 			[]string{"SWITCHYARD_SECRET_KEY", "same key"}},
 		{"demo", map[string]string{"SWITCHYARD_SECRET_KEY": key}, []string{"--demo", "--database-url", "postgres://db:5432/x"},
 			[]string{"--demo", "SWITCHYARD_DATABASE_URL"}},
+		{"pool", map[string]string{"SWITCHYARD_DATABASE_URL": "postgres://db:5432/x", "SWITCHYARD_SECRET_KEY": key, "SWITCHYARD_DATABASE_POOL": "1"}, nil,
+			[]string{"SWITCHYARD_DATABASE_POOL", "from 2 to 500"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -62,8 +64,12 @@ func TestSharedDatabaseConfigNamesTheVariable(t *testing.T) {
 		})
 	}
 	cfg, err := LoadConfig([]string{"--database-url", "postgresql://u:p@db:5432/x"}, env(map[string]string{"SWITCHYARD_SECRET_KEY": key}))
-	if err != nil || !cfg.Shared() {
-		t.Fatalf("valid URL: %+v, %v", cfg.Shared(), err)
+	if err != nil || !cfg.Shared() || cfg.DatabasePool != 10 {
+		t.Fatalf("valid URL: %+v %d, %v", cfg.Shared(), cfg.DatabasePool, err)
+	}
+	cfg, err = LoadConfig(nil, env(map[string]string{"SWITCHYARD_DATABASE_URL": "postgres://db:5432/x", "SWITCHYARD_SECRET_KEY": key, "SWITCHYARD_DATABASE_POOL": "25"}))
+	if err != nil || cfg.DatabasePool != 25 {
+		t.Fatalf("SWITCHYARD_DATABASE_POOL=25: %d, %v", cfg.DatabasePool, err)
 	}
 }
 

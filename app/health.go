@@ -13,6 +13,9 @@ import (
 	"switchyard/services/health"
 )
 
+// healthPingTimeout bounds the database ping of one health report.
+const healthPingTimeout = time.Second
+
 // emergencyResolves reports whether the emergency-fallback target names
 // something routable now, read from the routing snapshot in memory (the
 // report must not need the database): an enabled combo, or a provider of
@@ -54,19 +57,32 @@ func (s *Server) HealthReport(ctx context.Context) health.Report {
 	}
 	dbPath := filepath.Join(s.cfg.DataDir, "switchyard.db")
 	db := health.Database{Path: dbPath, SchemaVersion: strings.TrimSuffix(migrations.Latest(), ".sql")}
+	if s.cfg.Shared() {
+		db.Path = ""
+	}
 	start := time.Now()
-	if sqlDB, err := s.db.DB(); err == nil && sqlDB.PingContext(ctx) == nil {
+	// Bounded: an unreachable server must not hold the report (and every
+	// probe waiting on its cache) for the pool's connect timeout.
+	pctx, cancel := context.WithTimeout(ctx, healthPingTimeout)
+	if sqlDB, err := s.db.DB(); err == nil && sqlDB.PingContext(pctx) == nil {
 		db.OK = true
 		db.PingMs = float64(time.Since(start).Microseconds()) / 1000
 	}
-	if fi, err := os.Stat(dbPath + "-wal"); err == nil {
+	cancel()
+	if fi, err := os.Stat(dbPath + "-wal"); err == nil && !s.cfg.Shared() {
 		db.WalBytes = fi.Size()
+	}
+	var feed *health.ChangeFeedFacts
+	if s.shared != nil {
+		f := s.shared.feed
+		feed = &health.ChangeFeedFacts{Connected: f.Connected(), LastResync: f.LastResync(), Reconnects: f.Reconnects()}
 	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	st := s.logWriter.Stats()
 	f := health.Facts{Now: now, StartedAt: s.startedAt, Version: Version, KeyID: s.keyring.KeyID(),
 		Listen: s.listenAddr.Load().(string), Demo: s.cfg.Demo, Database: db,
+		Ready: s.ready.Load(), Feed: feed,
 		Runtime:    health.Runtime{GoVersion: runtime.Version(), Goroutines: runtime.NumGoroutine(), HeapInuseBytes: ms.HeapInuse},
 		RequestLog: health.RequestLog{QueueDepth: st.QueueDepth, Dropped: st.Dropped}, Resilience: s.status.Snapshot(),
 		Shared: s.sharedFacts()}

@@ -63,7 +63,7 @@ func newMetrics() *metrics {
 	m.feedErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_change_feed_errors_total",
 		Help: "Caches that could not apply a config or settings change, by kind."}, []string{"kind"})
 	m.sharedFallbacks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_shared_state_fallback_total",
-		Help: "Decisions of a fleet-wide limit taken by this replica alone because Redis was unavailable, by mechanism."}, []string{"mechanism"})
+		Help: "Decisions of a fleet-wide limit taken by this replica alone because Redis (or, for login_throttle, the shared database) was unavailable, by mechanism."}, []string{"mechanism"})
 	m.reg.MustRegister(m.sharedFallbacks, m.storeErrors, m.feedErrors, m.waits, m.emergency, m.attempts, m.failures, m.failovers, m.excluded, m.poolExhausted, m.ttfb, m.httpRequests, m.httpDuration,
 		m.cooldownsApplied, m.lockoutsApplied, m.breakerTransitions, m.egressLocks,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -98,8 +98,13 @@ type Server struct {
 	handler    http.Handler
 	startedAt  time.Time
 
-	health     healthCache
-	purge      *retention
+	health healthCache
+	purge  *retention
+	// ready is set once the snapshot every request reads (connections,
+	// combos, keys, settings) is loaded: from then on the replica can serve
+	// /v1 from memory whatever the database does (the readiness the health
+	// endpoint reports in shared mode).
+	ready      atomic.Bool
 	listenAddr atomic.Value // string
 	loopback   atomic.Bool
 	demo       *demoEnv
@@ -178,6 +183,13 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 	if s.auth, err = services.NewAuth(ctx, models.NewAdminStore(s.db), s.clock, params); err != nil {
 		return err
 	}
+	if s.cfg.Shared() {
+		// Sign-in failures are counted for the fleet in admin_login_failures;
+		// while the database does not answer, this replica counts its own.
+		s.auth.UseLoginThrottle(services.NewFleetLoginThrottle(models.NewLoginThrottleStore(s.db),
+			services.NewMemoryLoginThrottle(), s.log.With("component", "auth"),
+			func(error) { s.metrics.sharedFallbacks.WithLabelValues("login_throttle").Inc() }))
+	}
 	if err := s.auth.BootstrapPassword(ctx, s.cfg.AdminPassword); err != nil {
 		return err
 	}
@@ -231,6 +243,7 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 	s.learned = startLearnedPersister(s.queues, learnedPersistTick, func(err error) { s.metrics.StoreError("learned_rate_limits", err) })
 	s.decisions = startDecisionFlusher(s.resilience, decisionFlushEvery, func(err error) { s.metrics.StoreError("resilience", err) })
 	s.startRetention()
+	s.ready.Store(true)
 	return nil
 }
 
@@ -312,7 +325,18 @@ func (s *Server) Close() error {
 
 // healthz is the public liveness probe: {"status":"ok"}, or 503 when the
 // database does not answer. It reveals nothing else.
+//
+// In shared mode a database outage is not a reason to restart a replica
+// (a restart could not even start until the database is back, and would
+// throw away the mirrors /v1 is served from), so there it answers 200 while
+// the process serves: {"status":"ok"}, or {"status":"degraded"} while the
+// database is unreachable. Readiness is GET /api/monitoring/health.
 func (s *Server) healthz(c echo.Context) error {
+	if s.cfg.Shared() {
+		c.Response().Header().Set("Cache-Control", "no-store")
+		r := s.HealthReport(c.Request().Context())
+		return c.JSON(http.StatusOK, r.Public())
+	}
 	sqlDB, err := s.db.DB()
 	if err == nil {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)

@@ -121,3 +121,38 @@ PASS
 		t.Errorf("a name whose last dash is not GOMAXPROCS keeps it: %v", runs)
 	}
 }
+
+// TestHarnessSmokeShared runs (a) and (b) with the shared-mode gateway on
+// the test PostgreSQL beside the embedded one, and checks that the
+// shared/embedded ratios are reported (never judged here).
+func TestHarnessSmokeShared(t *testing.T) {
+	dsn := os.Getenv("SWITCHYARD_TEST_DATABASE_URL")
+	if dsn == "" {
+		t.Skip("SWITCHYARD_TEST_DATABASE_URL is unset: no PostgreSQL for the shared-mode gateway")
+	}
+	cfg, err := parseFlags(append(slices.Clone(tiny), "-topology", "procs", "-pin", "off", "-database-url", dsn, "latency", "throughput"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.outDir = t.TempDir()
+	rep, err := run(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range rep.Warnings {
+		if strings.HasPrefix(w, "scenario ") || strings.Contains(w, "failed") {
+			t.Errorf("warning: %s", w)
+		}
+	}
+	want := map[string]bool{"added p50, shared mode / embedded": false, "proxy process CPU per request, shared mode / embedded": false}
+	for _, r := range rep.Results {
+		if _, ok := want[r.Metric]; ok {
+			want[r.Metric] = r.Ratio != nil
+		}
+	}
+	for m, ok := range want {
+		if !ok {
+			t.Errorf("no ratio for %q", m)
+		}
+	}
+}

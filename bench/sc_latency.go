@@ -16,6 +16,9 @@ func runLatency(ctx context.Context, cfg *config, t *topology, rep *report) erro
 		names = append(names, "gateway-min")
 	}
 	ps := t.paths()
+	if _, ok := ps["gateway-shared"]; ok {
+		names = append(names, "gateway-shared")
+	}
 	clients := map[string]*http.Client{}
 	bodies := map[string][]byte{}
 	for _, n := range names {
@@ -72,6 +75,14 @@ func runLatency(ctx context.Context, cfg *config, t *topology, rep *report) erro
 		addedMin := p50["gateway-min"] - p50["direct"]
 		rep.add(result{Scenario: "a latency", Metric: "added p50, minimal path", Unit: "ms", Value: addedMin, Baseline: f64(hop),
 			Ratio: ratio(addedMin, hop), Target: "", Samples: len(all["gateway-min"])})
+	}
+	if _, ok := ps["gateway-shared"]; ok {
+		// Shared mode (issue 19 item 10): the request path reads the same
+		// mirrors, so its added latency stays within 10 % of embedded mode.
+		addedShared := p50["gateway-shared"] - p50["direct"]
+		rep.add(result{Scenario: "a latency", Metric: "added p50, shared mode / embedded", Unit: "ms", Value: addedShared, Baseline: f64(added),
+			Ratio: ratio(addedShared, added), Target: "≤ 1.1× embedded", Pass: boolp(added > 0 && addedShared <= 1.1*added),
+			Samples: len(all["gateway-shared"]), Note: "gateway on PostgreSQL (-database-url) against the embedded gateway, same run, interleaved rounds"})
 	}
 	addedP99 := p99["gateway"] - p99["direct"]
 	hopP99 := p99["baseline"] - p99["direct"]

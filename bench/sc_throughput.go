@@ -107,6 +107,9 @@ func runThroughput(ctx context.Context, cfg *config, t *topology, rep *report) e
 		names = append(names, "gateway-min")
 	}
 	ps := t.paths()
+	if _, ok := ps["gateway-shared"]; ok {
+		names = append(names, "gateway-shared")
+	}
 	// One CPU profile of the first gateway run, and one of the first bare
 	// proxy run to compare it with (go tool pprof -diff_base).
 	profs := map[string]*os.File{}
@@ -259,6 +262,16 @@ func reportThroughputProcs(cfg *config, t *topology, rep *report, names []string
 		gm := median(cpu["gateway-min"])
 		rep.add(result{Scenario: "b throughput", Metric: "proxy process CPU per request, minimal path", Unit: "µs", Value: gm, Baseline: f64(blCPU),
 			Ratio: ratio(gm, blCPU), Samples: len(cpu["gateway-min"])})
+	}
+	if _, ok := runs["gateway-shared"]; ok {
+		// Shared mode (issue 19 item 10): CPU per request of the gateway on
+		// PostgreSQL against the embedded gateway, same run and placement.
+		sh := median(cpu["gateway-shared"])
+		rep.add(result{Scenario: "b throughput", Metric: "proxy process CPU per request, shared mode / embedded", Unit: "µs", Value: sh, Baseline: f64(gwCPU),
+			Ratio: ratio(sh, gwCPU), Target: "≤ 1.1× embedded", Pass: boolp(gwCPU > 0 && sh <= 1.1*gwCPU), Samples: len(cpu["gateway-shared"]),
+			Note: "gateway on PostgreSQL (-database-url); " + place})
+		rep.add(result{Scenario: "b throughput", Metric: "req/s shared mode / embedded", Unit: "req/s", Value: median(rps["gateway-shared"]), Baseline: f64(gw),
+			Ratio: ratio(median(rps["gateway-shared"]), gw), Samples: len(rps["gateway-shared"])})
 	}
 	rep.detail("throughput_runs", runsDetail(runs))
 }

@@ -59,6 +59,13 @@ type topology struct {
 	gateway           *http.Server    // inproc only
 	closers           []func()
 
+	// shared mode (-database-url, procs only): a second gateway binary on
+	// PostgreSQL, seeded like the embedded one, served as "gateway-shared"
+	sharedDSN                       string // the run's schema
+	gwShared                        *child
+	sharedURL                       string
+	sharedClientKey, sharedAdminKey string
+
 	// procs
 	fake, bare, gw *child
 	gatewayBin     string
@@ -140,11 +147,29 @@ func (t *topology) gatewayEnv() map[string]string {
 	return map[string]string{"SWITCHYARD_DATA_DIR": t.dataDir, "SWITCHYARD_PRIVATE_UPSTREAMS": strings.TrimPrefix(t.directURL, "http://")}
 }
 
+// benchSecretKey seals the shared-mode gateway's credentials (shared mode
+// needs SWITCHYARD_SECRET_KEY: every replica must use the same key).
+const benchSecretKey = "bench-shared-mode-secret-key-0123456789"
+
+// sharedEnv is the shared-mode gateway's environment: the embedded one's
+// plus the database URL and the secret key. Its data dir holds nothing the
+// store needs.
+func (t *topology) sharedEnv() map[string]string {
+	env := t.gatewayEnv()
+	env["SWITCHYARD_DATA_DIR"] = filepath.Join(t.workDir, "data-shared")
+	env["SWITCHYARD_DATABASE_URL"] = t.sharedDSN
+	env["SWITCHYARD_SECRET_KEY"] = benchSecretKey
+	return env
+}
+
 // startGateway builds Switchyard with app.Build in t.dataDir, serves it
 // like app.Run does, and configures connections, combos, keys and the
 // resilience switches through the services and the management API.
 func (t *topology) startGateway(ctx context.Context, cfg *config) error {
-	env := t.gatewayEnv()
+	return t.startGatewayEnv(ctx, cfg, t.gatewayEnv())
+}
+
+func (t *topology) startGatewayEnv(ctx context.Context, cfg *config, env map[string]string) error {
 	acfg, err := app.LoadConfig([]string{"--addr", "127.0.0.1:0"}, func(k string) string { return env[k] })
 	if err != nil {
 		return err
@@ -224,8 +249,16 @@ func startProcs(ctx context.Context, cfg *config) (_ *topology, err error) {
 	t.closers[n-1]() // stop the in-process gateway: the binary takes the data dir
 	t.closers = t.closers[:n-1]
 	t.srv, t.gateway = nil, nil
+	if cfg.databaseURL != "" {
+		if err := t.seedShared(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("seed the shared-mode database: %w", err)
+		}
+	}
 	t.closers = append(t.closers, func() {
 		t.gw.stop(20 * time.Second)
+		if t.gwShared != nil {
+			t.gwShared.stop(20 * time.Second)
+		}
 		t.bare.stop(5 * time.Second)
 	})
 	if err := t.startProxies(ctx, false); err != nil {
@@ -270,6 +303,21 @@ func (t *topology) startProxies(ctx context.Context, pinned bool) error {
 	if t.bare, err = spawn(ctx, t.workDir, "bareproxy", env, readyPrefix, bareArgs...); err != nil {
 		return err
 	}
+	if t.sharedDSN != "" {
+		if t.gwShared != nil {
+			if err := t.gwShared.stop(20 * time.Second); err != nil {
+				return err
+			}
+		}
+		senv := env
+		for k, v := range t.sharedEnv() {
+			senv = append(senv, k+"="+v)
+		}
+		if t.gwShared, err = spawn(ctx, t.workDir, "gateway-shared", senv, readyPrefix, t.gatewayBin, "--addr", "127.0.0.1:0"); err != nil {
+			return err
+		}
+		t.sharedURL = t.gwShared.url
+	}
 	if t.gw, err = spawn(ctx, t.workDir, "gateway", genv, readyPrefix, t.gatewayBin, "--addr", "127.0.0.1:0"); err != nil {
 		return err
 	}
@@ -279,7 +327,11 @@ func (t *topology) startProxies(ctx context.Context, pinned bool) error {
 	if pinned {
 		proxies, rest = maskOf(0), maskOf(1)
 	}
-	for _, pid := range []int{t.bare.pid(), t.gw.pid()} {
+	pids := []int{t.bare.pid(), t.gw.pid()}
+	if t.gwShared != nil {
+		pids = append(pids, t.gwShared.pid())
+	}
+	for _, pid := range pids {
 		if err := setAffinity(pid, proxies); err != nil {
 			return fmt.Errorf("pin proxies: %w", err)
 		}
@@ -330,6 +382,8 @@ func (t *topology) pidOf(path string) int {
 		return t.bare.pid()
 	case "gateway", "gateway-min":
 		return t.gw.pid()
+	case "gateway-shared":
+		return t.gwShared.pid()
 	}
 	return t.fake.pid()
 }
@@ -344,6 +398,8 @@ func (t *topology) proxyLabel(path string) string {
 		return "bare-proxy process"
 	case "gateway", "gateway-min":
 		return "gateway process"
+	case "gateway-shared":
+		return "shared-mode gateway process"
 	}
 	return "fake-upstream process"
 }
@@ -464,19 +520,27 @@ func (t *topology) paths() map[string]*path {
 		}
 		return "bench"
 	}
-	return map[string]*path{
+	ps := map[string]*path{
 		"direct":      {name: "direct", url: t.directURL + "/v1/chat/completions", auth: "Bearer " + keyDirect, model: upstreamModel},
 		"baseline":    {name: "baseline", url: t.baselineURL + "/v1/chat/completions", auth: "Bearer " + keyDirect, model: upstreamModel},
 		"gateway":     {name: "gateway", url: t.gatewayURL + "/v1/chat/completions", auth: "Bearer " + t.clientKey, model: comboModel},
 		"gateway-min": {name: "gateway-min", url: t.gatewayURL + "/v1/chat/completions", auth: "Bearer " + t.clientKey, model: func(kind string) string { return "fakemin/" + kind }},
 	}
+	if t.gwShared != nil {
+		ps["gateway-shared"] = &path{name: "gateway-shared", url: t.sharedURL + "/v1/chat/completions", auth: "Bearer " + t.sharedClientKey, model: comboModel}
+	}
+	return ps
 }
 
 // checkPaths sends one JSON and one stream request on every path and
 // checks the answers, so a broken setup fails before any measurement.
 func (t *topology) checkPaths(ctx context.Context, cfg *config) error {
 	cl := newClient(4)
-	for _, name := range []string{"direct", "baseline", "gateway", "gateway-min"} {
+	names := []string{"direct", "baseline", "gateway", "gateway-min"}
+	if t.gwShared != nil {
+		names = append(names, "gateway-shared")
+	}
+	for _, name := range names {
 		p := t.paths()[name]
 		if _, err := doJSON(ctx, cl, p, chatBody(p.model(modelFast), false, "check"), "check"); err != nil {
 			return fmt.Errorf("%s JSON: %w", name, err)

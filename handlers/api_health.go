@@ -17,7 +17,10 @@ type HealthAPI struct {
 	Reports HealthReporter
 }
 
-// Show answers the report: 503 with Retry-After while the database is down.
+// Show answers the report: 503 with Retry-After while the replica cannot
+// serve (embedded mode: the database is down; shared mode: the database is
+// down and no snapshot was ever loaded). A shared-mode replica serving from
+// its mirrors through a database outage answers 200 "degraded".
 func (h *HealthAPI) Show(c echo.Context) error {
 	c.Response().Header().Set("Cache-Control", "no-store")
 	r := h.Reports.HealthReport(c.Request().Context())

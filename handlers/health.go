@@ -40,7 +40,14 @@ func healthVM(r health.Report, now time.Time) views.HealthVM {
 		Goroutines: r.Runtime.Goroutines, Heap: views.HumanBytes(int64(r.Runtime.HeapInuseBytes)),
 		Breakers: views.CountBreakers(r.Breakers), Cooling: len(r.CoolingConnections),
 		Terminal: len(r.TerminalConnections), Locked: r.ModelLockouts.Active,
-		SharedMode: r.Shared.Mode, Replica: r.Shared.Replica, Redis: r.Shared.Redis, Limits: r.Shared.Limits}
+		SharedMode: r.Shared.Mode, Replica: r.Shared.Replica, Redis: r.Shared.Redis, Limits: r.Shared.Limits,
+		DBShared: r.Shared.Mode == health.ModeShared}
+	if cf := r.ChangeFeed; cf != nil {
+		vm.FeedConnected, vm.FeedResync = cf.Connected, "never"
+		if cf.LastResyncAgeMs >= 0 {
+			vm.FeedResync = views.HumanDuration(time.Duration(cf.LastResyncAgeMs)*time.Millisecond) + " ago"
+		}
+	}
 	for _, g := range r.WindowGate {
 		if g.RetryAfterMs > 0 {
 			vm.WindowGate++

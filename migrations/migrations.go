@@ -254,6 +254,12 @@ func readFile(d Dialect, extra fs.FS, name string) ([]byte, error) {
 	return fs.ReadFile(extra, name)
 }
 
+// Source is the text of one shipped migration of dialect d (the
+// rolling-upgrade test replays them one release at a time).
+func Source(d Dialect, name string) ([]byte, error) {
+	return files.ReadFile(path.Join(d.dir(), name))
+}
+
 // Latest is the name of the newest migration (the schema version).
 func Latest() string {
 	n := Names()

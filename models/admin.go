@@ -48,7 +48,7 @@ func (s *AdminStore) PasswordHash(ctx context.Context) (string, error) {
 }
 
 func (s *AdminStore) SetPasswordHash(ctx context.Context, hash string, onlyIfUnset bool) error {
-	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	return runTx(ctx, s.db, func(tx *gorm.DB) error {
 		var n int64
 		if err := tx.Model(&adminCredentialRow{}).Where("id = 1").Count(&n).Error; err != nil {
 			return translate(err, "read admin password")

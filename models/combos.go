@@ -101,7 +101,7 @@ func (s *ComboStore) DeleteCombo(ctx context.Context, id string) error {
 }
 
 func (s *ComboStore) ReorderCombos(ctx context.Context, ids []string) error {
-	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	return runTx(ctx, s.db, func(tx *gorm.DB) error {
 		for i, id := range ids {
 			if err := tx.Model(&comboRow{}).Where("id = ?", id).Update("sort_order", i).Error; err != nil {
 				return translate(err, "reorder combos")

@@ -224,7 +224,7 @@ func (s *ConnectionStore) UpdateConnection(ctx context.Context, c services.Conne
 }
 
 func (s *ConnectionStore) DeleteConnection(ctx context.Context, id string) error {
-	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	return runTx(ctx, s.db, func(tx *gorm.DB) error {
 		res := tx.Delete(&connectionRow{}, "id = ?", id)
 		if res.Error != nil {
 			return translate(res.Error, "delete connection "+id)

@@ -2,6 +2,8 @@ package models
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	"gorm.io/gorm"
@@ -16,9 +18,12 @@ func (s *ConnectionStore) TouchConnectionsLastUsed(ctx context.Context, at map[s
 	if len(at) == 0 {
 		return nil
 	}
-	return translate(s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		for id, t := range at {
-			v := t.UnixMilli()
+	// Rows in id order: two replicas flushing overlapping batches lock them
+	// in the same order, so they wait for each other instead of deadlocking.
+	ids := slices.Sorted(maps.Keys(at))
+	return translate(runTx(ctx, s.db, func(tx *gorm.DB) error {
+		for _, id := range ids {
+			v := at[id].UnixMilli()
 			if err := tx.Model(&connectionRow{}).Where("id = ? AND (last_used_at IS NULL OR last_used_at < ?)", id, v).
 				UpdateColumn("last_used_at", v).Error; err != nil {
 				return err

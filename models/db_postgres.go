@@ -2,9 +2,13 @@ package models
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -92,7 +96,9 @@ func Dialect(db *gorm.DB) migrations.Dialect {
 // pgUnavailable reports PostgreSQL errors that say the server cannot answer
 // now rather than that the statement is wrong: connection exceptions (class
 // 08), the server shutting down or restarting (57P01–57P03), too many
-// connections (53300), and a connection that timed out or was never made.
+// connections (53300), a connection that timed out, was never made or died
+// under a statement, and a transaction aborted as a serialization failure
+// or deadlock again after runTx's retry (40001, 40P01).
 func pgUnavailable(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
@@ -101,6 +107,8 @@ func pgUnavailable(err error) bool {
 			return true
 		case pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03", pgErr.Code == "53300":
 			return true
+		case pgErr.Code == "40001", pgErr.Code == "40P01":
+			return true
 		}
 		return false
 	}
@@ -108,7 +116,17 @@ func pgUnavailable(err error) bool {
 		return true
 	}
 	var connErr *pgconn.ConnectError
-	return errors.As(err, &connErr)
+	if errors.As(err, &connErr) {
+		return true
+	}
+	// The connection itself went away (server stopped or restarted, network
+	// cut) under a statement or a transaction: database/sql retries a fresh
+	// statement on another connection itself, but a transaction's next
+	// statement and its commit see the dead one.
+	var opErr *net.OpError
+	return errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, driver.ErrBadConn) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) || errors.As(err, &opErr)
 }
 
 // pgRetryable reports serialization failures and deadlocks (40001, 40P01),
@@ -118,9 +136,19 @@ func pgRetryable(err error) bool {
 	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
 }
 
-// Nothing retries a PostgreSQL transaction yet; pgRetryable is the rule the
-// retry will use, kept next to pgUnavailable so both stay in one place.
-var _ = pgRetryable
+// runTx runs fn in a transaction on db. When PostgreSQL aborts it as a
+// serialization failure or a deadlock (two replicas writing the same rows in
+// a different order), the server has rolled it back and it runs once more;
+// a second abort is reported, and IsUnavailable calls it transient (503 with
+// Retry-After). fn must be safe to run twice: it may not keep state from a
+// rolled-back run.
+func runTx(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error) error {
+	err := db.WithContext(ctx).Transaction(fn)
+	if err != nil && pgRetryable(err) {
+		err = db.WithContext(ctx).Transaction(fn)
+	}
+	return err
+}
 
 // PostgresText is what a PostgreSQL TEXT column keeps of s. PostgreSQL
 // refuses a NUL byte and invalid UTF-8 in text (SQLite stores any bytes), so

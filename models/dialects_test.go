@@ -2,7 +2,9 @@ package models_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -154,5 +156,116 @@ func exerciseStores(t *testing.T, db *gorm.DB) {
 	settings := models.NewSettingsStore(db)
 	if _, err := settings.PutSetting(ctx, "general", []byte(`{"a":1}`), 0); err != nil {
 		t.Fatalf("put setting: %v", err)
+	}
+}
+
+// colInfo is one column of a schema as a rolling upgrade sees it.
+type colInfo struct {
+	Type     string
+	Nullable bool
+	Default  bool // has a default value
+}
+
+// rawSchema lists table → column → info of the database db.
+func rawSchema(t *testing.T, db *sql.DB, d migrations.Dialect) map[string]map[string]colInfo {
+	t.Helper()
+	q := `SELECT m.name, p.name, p.type, p."notnull" = 0, p.dflt_value IS NOT NULL FROM sqlite_master m
+		JOIN pragma_table_info(m.name) p WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%'`
+	if d == migrations.Postgres {
+		q = `SELECT table_name, column_name, data_type, is_nullable = 'YES', column_default IS NOT NULL
+			FROM information_schema.columns WHERE table_schema = current_schema()`
+	}
+	rows, err := db.Query(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]map[string]colInfo{}
+	for rows.Next() {
+		var table, col string
+		var ci colInfo
+		if err := rows.Scan(&table, &col, &ci.Type, &ci.Nullable, &ci.Default); err != nil {
+			t.Fatal(err)
+		}
+		if out[table] == nil {
+			out[table] = map[string]colInfo{}
+		}
+		out[table][col] = ci
+	}
+	return out
+}
+
+// A rolling upgrade with the shipped migrations, one release step at a
+// time (issue 19 item 9): for every migration, the schema of version N (all
+// migrations before it) with version N+1's migration applied keeps every
+// table and column version N reads and writes, with the same type, and
+// every column N+1 adds to an existing table is nullable or has a default,
+// so version N's INSERTs (which do not name it) still succeed. A
+// migration that contracts the schema must raise the compatibility floor
+// (schema_compat) instead, which makes version N refuse to start rather
+// than fail mid-request. Each step also inserts a row the way version N
+// would, after N+1's migration.
+func TestShippedMigrationsAreAdditive(t *testing.T) {
+	for _, d := range []migrations.Dialect{migrations.SQLite, migrations.Postgres} {
+		t.Run(string(d), func(t *testing.T) {
+			var db *sql.DB
+			var err error
+			if d == migrations.Postgres {
+				db, err = sql.Open("pgx", testkit.PostgresSchema(t))
+			} else {
+				db, err = sql.Open("sqlite", filepath.Join(t.TempDir(), "steps.db"))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			db.SetMaxOpenConns(1) // one session: the schema's search_path and SQLite's file
+			names := migrations.NamesOf(d)
+			for i, name := range names {
+				before := rawSchema(t, db, d)
+				body, err := migrations.Source(d, name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := db.Exec(string(body)); err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				if i == 0 || strings.Contains(string(body), "schema_compat") {
+					continue // the first schema, or a contraction that raises the floor
+				}
+				after := rawSchema(t, db, d)
+				for table, cols := range before {
+					if after[table] == nil {
+						t.Errorf("%s drops table %s, which version %s uses", name, table, names[i-1])
+						continue
+					}
+					for col, ci := range cols {
+						got, ok := after[table][col]
+						switch {
+						case !ok:
+							t.Errorf("%s drops or renames %s.%s, which version %s uses", name, table, col, names[i-1])
+						case !strings.EqualFold(got.Type, ci.Type):
+							t.Errorf("%s changes the type of %s.%s from %s to %s", name, table, col, ci.Type, got.Type)
+						case ci.Nullable && !got.Nullable && !got.Default:
+							t.Errorf("%s makes %s.%s NOT NULL without a default: version %s's writes that omit it fail", name, table, col, names[i-1])
+						}
+					}
+					for col, ci := range after[table] {
+						if _, old := cols[col]; !old && !ci.Nullable && !ci.Default {
+							t.Errorf("%s adds %s.%s NOT NULL without a default: version %s's INSERTs into %s fail", name, table, col, names[i-1], table)
+						}
+					}
+				}
+			}
+			// Version N's write of a connection (the columns of 0001) on the
+			// newest schema.
+			q := `INSERT INTO connections (id, provider, name, auth_class, created_at, updated_at) VALUES ('c_old', 'openai', 'old', 'apikey', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z')`
+			if d == migrations.Postgres {
+				q = `INSERT INTO connections (id, provider, name, auth_class, created_at, updated_at) VALUES ('c_old', 'openai', 'old', 'apikey', now(), now())`
+			}
+			if _, err := db.Exec(q); err != nil {
+				t.Errorf("an insert naming only the first release's connection columns fails on the newest schema: %v", err)
+			}
+		})
 	}
 }

@@ -16,3 +16,6 @@ func BreakRequestLogFastPath(s *RequestLogStore) {
 		return fmt.Errorf("%w: forced by the test", sqlitefast.ErrUnsupported)
 	}
 }
+
+// RunTx is runTx, for the retry test.
+var RunTx = runTx

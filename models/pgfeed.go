@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -44,9 +44,13 @@ type PGFeed struct {
 
 	// PollEvery is the safety-net period (default 5 s).
 	PollEvery time.Duration
+	// IdleCheck is how long the listener waits for a notification before it
+	// pings its connection (default 30 s).
+	IdleCheck time.Duration
 
 	seen      atomic.Int64 // highest feed version received or published
 	connected atomic.Bool
+	connects  atomic.Int64 // listener connections made
 	lastSync  atomic.Int64 // unix ms of the last full resync
 	kindsMu   sync.Mutex
 	kinds     map[services.ChangeKind]bool
@@ -83,7 +87,7 @@ func (f *PGFeed) Subscribe(kind services.ChangeKind, h services.ChangeHandler) {
 func (f *PGFeed) Publish(ctx context.Context, c services.Change) error {
 	localErr := f.local.Publish(ctx, c)
 	msg := feedMessage{Replica: f.replica, Kind: string(c.Kind), Key: c.Key, ItemVer: c.Version, Payload: c.Payload}
-	err := f.db.WithContext(context.WithoutCancel(ctx)).Transaction(func(tx *gorm.DB) error {
+	err := runTx(context.WithoutCancel(ctx), f.db, func(tx *gorm.DB) error {
 		if err := tx.Raw(`UPDATE feed_version SET version = version + 1 WHERE id = 1 RETURNING version`).Scan(&msg.Version).Error; err != nil {
 			return err
 		}
@@ -102,6 +106,13 @@ func (f *PGFeed) Publish(ctx context.Context, c services.Change) error {
 	return localErr
 }
 
+func (f *PGFeed) idleCheck() time.Duration {
+	if f.IdleCheck > 0 {
+		return f.IdleCheck
+	}
+	return 30 * time.Second
+}
+
 // Resync delivers a full reload of kind here.
 func (f *PGFeed) Resync(ctx context.Context, kind services.ChangeKind) error {
 	return f.local.Resync(ctx, kind)
@@ -118,6 +129,9 @@ func (f *PGFeed) raiseSeen(v int64) {
 
 // Connected reports whether the listener holds its connection now.
 func (f *PGFeed) Connected() bool { return f.connected.Load() }
+
+// Reconnects counts the listener's connections after its first one.
+func (f *PGFeed) Reconnects() int64 { return max(f.connects.Load()-1, 0) }
 
 // LastResync is when every kind was last reloaded (zero: never).
 func (f *PGFeed) LastResync() time.Time {
@@ -149,10 +163,14 @@ func (f *PGFeed) Run(ctx context.Context) {
 	go f.poll(ctx)
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
+		before := f.connects.Load()
 		err := f.listen(ctx)
 		f.connected.Store(false)
 		if ctx.Err() != nil {
 			return
+		}
+		if f.connects.Load() != before {
+			backoff = 100 * time.Millisecond // it had connected: a fresh outage starts fast
 		}
 		f.log.Warn("change feed listener lost its connection; reconnecting", "retry_in_ms", backoff.Milliseconds(), "err", err)
 		select {
@@ -176,13 +194,29 @@ func (f *PGFeed) listen(ctx context.Context) error {
 		return err
 	}
 	f.connected.Store(true)
+	f.connects.Add(1)
 	// Listening first, then the reload: nothing committed after this point
 	// can be missed.
 	f.resyncAll(ctx)
 	for {
-		n, err := conn.WaitForNotification(ctx)
+		// A connection that silently died (a host that vanished, a network
+		// that drops packets) would never return from the wait: after
+		// IdleCheck without a notification the connection is pinged, and a
+		// failed ping reconnects (and so resyncs).
+		wctx, cancel := context.WithTimeout(ctx, f.idleCheck())
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
 		if err != nil {
-			return err
+			if ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+				return err
+			}
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err = conn.Ping(pctx)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("listener ping: %w", err)
+			}
+			continue
 		}
 		var m feedMessage
 		if err := json.Unmarshal([]byte(n.Payload), &m); err != nil {

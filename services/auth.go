@@ -117,11 +117,25 @@ func (a *Auth) UseLoginThrottle(t LoginThrottle) { a.throttle = t }
 // (tests assert one per admitted attempt and none for refused ones).
 func (a *Auth) Verifications() int64 { return a.verified.Load() }
 
-// NeedsSetup reports whether no admin password is stored yet.
+// NeedsSetup reports whether no admin password is stored yet. Only a
+// stored password is cached for good (it is never removed): while none is
+// known the store is asked again, because in shared mode another replica
+// may have completed setup since this one started. A store that cannot
+// answer leaves the cached answer.
 func (a *Auth) NeedsSetup() bool {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	return !a.hasPwd
+	has := a.hasPwd
+	a.mu.Unlock()
+	if has {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := a.store.PasswordHash(ctx); err != nil {
+		return true
+	}
+	a.setHas()
+	return false
 }
 
 // ValidateNewPassword applies the password rules to a new password and its confirmation.

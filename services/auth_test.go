@@ -157,3 +157,32 @@ func TestSetupRules(t *testing.T) {
 		t.Fatalf("second setup: %v", err)
 	}
 }
+
+// Setup completed through another replica of the fleet (another Auth on the
+// same store) is seen at this replica's next check: a cached "no password"
+// is re-read, so this replica stops offering first-run setup.
+func TestNeedsSetupRereadsAPasswordStoredElsewhere(t *testing.T) {
+	clock := testkit.NewFakeClock(time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC))
+	store := models.NewAdminStore(testkit.OpenDB(t))
+	ctx := context.Background()
+	here, err := services.NewAuth(ctx, store, clock, testkit.CheapArgon2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	elsewhere, err := services.NewAuth(ctx, store, clock, testkit.CheapArgon2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !here.NeedsSetup() {
+		t.Fatal("a fresh store needs setup")
+	}
+	if err := elsewhere.SetInitialPassword(ctx, "right password 123", "right password 123"); err != nil {
+		t.Fatal(err)
+	}
+	if here.NeedsSetup() {
+		t.Fatal("setup completed on another replica is not seen here")
+	}
+	if err := here.SetInitialPassword(ctx, "second password 123", "second password 123"); !errors.Is(err, services.ErrSetupDone) {
+		t.Fatalf("a second setup: %v, want ErrSetupDone", err)
+	}
+}

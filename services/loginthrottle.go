@@ -163,20 +163,45 @@ func withoutMark(ms []loginMark, id uint64) []loginMark {
 // backoffWait: from the from-th failure, wait 30 s after the last failure,
 // doubling per further failure, capped at 15 min.
 func backoffWait(fails []loginMark, from int, now time.Time) time.Duration {
-	if len(fails) < from {
+	if len(fails) == 0 {
+		return 0
+	}
+	return backoffWaitN(len(fails), fails[len(fails)-1].at, from, now)
+}
+
+// backoffWaitN is backoffWait from a count of failures and the latest one.
+func backoffWaitN(n int, last time.Time, from int, now time.Time) time.Duration {
+	if n < from {
 		return 0
 	}
 	d := throttleBase
-	for i := from; i < len(fails) && d < throttleCap; i++ {
+	for i := from; i < n && d < throttleCap; i++ {
 		d *= 2
 	}
 	if d > throttleCap {
 		d = throttleCap
 	}
-	if rem := fails[len(fails)-1].at.Add(d).Sub(now); rem > 0 {
+	if rem := last.Add(d).Sub(now); rem > 0 {
 		return rem
 	}
 	return 0
+}
+
+// LoginWindow is how far back the throttle counts failures.
+const LoginWindow = throttleWindow
+
+// LoginWait is the wait the throttle's rules give an attempt at now, from
+// the checks counted within LoginWindow: ipFails of its address (the latest
+// at ipLast) and accountFails of every address (the latest at
+// accountLast); a loopback address keeps only the per-address limit. A
+// throttle over a shared store counts its rows and asks this, so the rules
+// stay in one place for both implementations.
+func LoginWait(ipFails int, ipLast time.Time, accountFails int, accountLast time.Time, loopback bool, now time.Time) time.Duration {
+	wait := backoffWaitN(ipFails, ipLast, throttlePerIPFrom, now)
+	if !loopback {
+		wait = max(wait, backoffWaitN(accountFails, accountLast, throttleAccountFrom, now))
+	}
+	return wait
 }
 
 func pruneMarks(ms []loginMark, now time.Time) []loginMark {

@@ -608,6 +608,7 @@ type HealthVM struct {
 	Listen     string
 	Demo       bool
 	DBOK       bool
+	DBShared   bool // the fleet's PostgreSQL database, not the embedded file
 	DBPath     string
 	DBSchema   string
 	DBPing     string
@@ -622,9 +623,13 @@ type HealthVM struct {
 	Terminal   int
 	Locked     int
 	WindowGate int
-	Generated  *TimeVM
 	// Fleet: how this replica shares state (mode, replica, Redis, limits).
 	SharedMode, Replica, Redis, Limits string
+	// FeedConnected and FeedResync describe the change-feed listener of a
+	// shared-mode replica (FeedResync "" when it never resynced).
+	FeedConnected bool
+	FeedResync    string
+	Generated     *TimeVM
 }
 
 // BreakerCountVM is how many breakers are in one state.

@@ -65,8 +65,10 @@ func NewQueues(c *Client, local *traffic.Queues, opts QueuesOptions) *Queues {
 
 // Run renews running grants and listens for releases until ctx ends.
 func (q *Queues) Run(ctx context.Context) {
-	go q.listen(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { q.listen(ctx) })
 	q.g.run(ctx)
+	wg.Wait()
 }
 
 func (q *Queues) keys(key string) (state, running, waitq, waitexp, seq, channel string) {
@@ -76,17 +78,8 @@ func (q *Queues) keys(key string) (state, running, waitq, waitexp, seq, channel 
 
 func (q *Queues) listen(ctx context.Context) {
 	prefix := q.prefix + ":rqfree:"
-	for ctx.Err() == nil {
-		sub := q.c.rdb.PSubscribe(ctx, prefix+"*")
-		for msg := range sub.Channel(redis.WithChannelHealthCheckInterval(5 * time.Second)) {
-			q.notify(msg.Channel[len(prefix):])
-		}
-		sub.Close()
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
+	listen(ctx, func(ctx context.Context) *redis.PubSub { return q.c.rdb.PSubscribe(ctx, prefix+"*") },
+		func(msg *redis.Message) { q.notify(msg.Channel[len(prefix):]) })
 }
 
 func (q *Queues) notify(key string) {

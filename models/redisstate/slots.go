@@ -182,8 +182,10 @@ func (s *Slots) resetShared(ctx context.Context, conn string) error {
 
 // Run renews live grants and listens for releases until ctx ends.
 func (s *Slots) Run(ctx context.Context) {
-	go s.listen(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { s.listen(ctx) })
 	s.g.run(ctx)
+	wg.Wait()
 }
 
 func (s *Slots) keys(conn string) (grants, waitq, waitexp, seq, channel string) {
@@ -193,19 +195,9 @@ func (s *Slots) keys(conn string) (grants, waitq, waitexp, seq, channel string) 
 
 // listen turns release notices into wake-ups of this replica's waiters.
 func (s *Slots) listen(ctx context.Context) {
-	for ctx.Err() == nil {
-		sub := s.c.rdb.PSubscribe(ctx, s.prefix+":slotfree:*")
-		ch := sub.Channel(redis.WithChannelHealthCheckInterval(5 * time.Second))
-		for msg := range ch {
-			conn := msg.Channel[len(s.prefix+":slotfree:"):]
-			s.notify(conn)
-		}
-		sub.Close()
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second): // resubscribe after a lost connection
-		}
-	}
+	prefix := s.prefix + ":slotfree:"
+	listen(ctx, func(ctx context.Context) *redis.PubSub { return s.c.rdb.PSubscribe(ctx, prefix+"*") },
+		func(msg *redis.Message) { s.notify(msg.Channel[len(prefix):]) })
 }
 
 func (s *Slots) notify(conn string) {

@@ -122,21 +122,14 @@ func (w *WindowGate) ClearAll(ctx context.Context) error {
 
 // Run applies the other replicas' changes to the mirror until ctx ends.
 func (w *WindowGate) Run(ctx context.Context) {
-	for ctx.Err() == nil {
-		sub := w.c.rdb.Subscribe(ctx, w.channel())
-		for msg := range sub.Channel(redis.WithChannelHealthCheckInterval(5 * time.Second)) {
+	listen(ctx, func(ctx context.Context) *redis.PubSub { return w.c.rdb.Subscribe(ctx, w.channel()) },
+		func(msg *redis.Message) {
 			var ev gateEvent
 			if json.Unmarshal([]byte(msg.Payload), &ev) != nil || ev.Replica == w.replica {
-				continue
+				return
 			}
 			w.apply(ev)
-		}
-		sub.Close()
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
+		})
 }
 
 func (w *WindowGate) apply(ev gateEvent) {

@@ -53,14 +53,20 @@ type Report struct {
 	Waiting             Waiting                       `json:"waiting"`
 	RequestLog          RequestLog                    `json:"requestLog"`
 	Shared              Shared                        `json:"sharedState"`
+	// ChangeFeed is the shared mode's listener (absent in embedded mode).
+	ChangeFeed *ChangeFeed `json:"changeFeed,omitempty"`
 
 	// At is when the report was built (Time, unformatted).
 	At time.Time `json:"-"`
 }
 
-// Database is the database section.
+// Database is the database section. Status is ok, down (embedded mode:
+// nothing can be served without the SQLite file) or degraded (shared mode:
+// PostgreSQL is unreachable and the replica serves /v1 from its mirrors).
 type Database struct {
 	OK            bool    `json:"ok"`
+	Status        string  `json:"status"`
+	Mode          string  `json:"mode"` // embedded or shared
 	PingMs        float64 `json:"pingMs"`
 	SchemaVersion string  `json:"schemaVersion"`
 	WalBytes      int64   `json:"walBytes"`
@@ -97,6 +103,17 @@ type Terminal struct {
 // ModelLockouts counts the active model lockouts.
 type ModelLockouts struct {
 	Active int `json:"active"`
+}
+
+// ChangeFeed is the state of a shared-mode replica's change-feed listener
+// (LISTEN/NOTIFY): whether it holds its connection, and when it last reloaded
+// every cache from the database (after each reconnect, and when the version
+// poll saw a gap).
+type ChangeFeed struct {
+	Connected       bool   `json:"connected"`
+	LastResyncAt    string `json:"lastResyncAt,omitempty"`
+	LastResyncAgeMs int64  `json:"lastResyncAgeMs"`
+	Reconnects      int64  `json:"reconnects"`
 }
 
 // Leases counts the active exclusive leases.
@@ -189,6 +206,12 @@ type Facts struct {
 	Database       Database
 	Runtime        Runtime
 	RequestLog     RequestLog
+	// Ready: this replica has loaded its snapshot of the configuration
+	// since it started, so in shared mode (Shared.Mode) it can serve /v1
+	// from memory while the database is away.
+	Ready bool
+	// Feed is the change-feed listener (shared mode only).
+	Feed *ChangeFeedFacts
 	// Resilience is the read model; its connections are the in-memory
 	// ones, so the report lists them even while the database is down.
 	Resilience resilience.Snapshot
@@ -209,10 +232,20 @@ type Facts struct {
 	Waiting traffic.WaitCounts
 }
 
-// Build assembles the report: down when the database does not answer,
-// degraded with its reasons (an open or half-open breaker, an enabled
-// terminal connection, an emergency fallback whose target does not
-// resolve, request-log drops), else ok.
+// ChangeFeedFacts is what the listener reports.
+type ChangeFeedFacts struct {
+	Connected  bool
+	LastResync time.Time // zero: never
+	Reconnects int64
+}
+
+// Build assembles the report: down when the database does not answer and
+// the replica cannot serve without it (embedded mode, or a shared replica
+// that never loaded its snapshot), degraded with its reasons (a shared
+// database unreachable while the mirrors serve, a change-feed listener
+// without its connection, an open or half-open breaker, an enabled terminal
+// connection, an emergency fallback whose target does not resolve,
+// request-log drops), else ok.
 func Build(f Facts) Report {
 	r := Report{Status: StatusOK, Reasons: []string{}, Time: f.Now.UTC().Format(timeLayout), At: f.Now, Version: f.Version,
 		UptimeS: int64(f.Now.Sub(f.StartedAt).Seconds()), Demo: f.Demo, KeyID: f.KeyID, Listen: f.Listen,
@@ -237,6 +270,8 @@ func Build(f Facts) Report {
 	if r.Shared.Mode == "" {
 		r.Shared = Shared{Mode: ModeEmbedded, Redis: RedisOff, Limits: LimitsPerReplica}
 	}
+	shared := r.Shared.Mode == ModeShared
+	r.Database.Mode, r.Database.Status = r.Shared.Mode, StatusOK
 	for _, l := range f.ToolLimits {
 		r.LearnedToolLimits = append(r.LearnedToolLimits, ToolLimit{Provider: l.Provider, Model: l.Model, MaxTools: l.MaxTools,
 			Source: l.Source, ExpiresAt: l.ExpiresAt.UTC().Format(timeLayout)})
@@ -246,8 +281,24 @@ func Build(f Facts) Report {
 		return a.Provider+"/"+a.Model < b.Provider+"/"+b.Model
 	})
 	if !f.Database.OK {
-		r.Status = StatusDown
+		r.Database.Status = StatusDown
+		if shared && f.Ready {
+			r.Database.Status = StatusDegraded
+		} else {
+			r.Status = StatusDown
+		}
 		r.Reasons = append(r.Reasons, "database_unreachable")
+	}
+	if fd := f.Feed; fd != nil {
+		cf := &ChangeFeed{Connected: fd.Connected, Reconnects: fd.Reconnects, LastResyncAgeMs: -1}
+		if !fd.LastResync.IsZero() {
+			cf.LastResyncAt = fd.LastResync.UTC().Format(timeLayout)
+			cf.LastResyncAgeMs = f.Now.Sub(fd.LastResync).Milliseconds()
+		}
+		r.ChangeFeed = cf
+		if !fd.Connected && f.Database.OK {
+			r.Reasons = append(r.Reasons, "change_feed_disconnected")
+		}
 	}
 	snap := f.Resilience
 	r.Breakers, r.WindowGate = snap.Breakers, snap.WindowGate
@@ -295,10 +346,22 @@ func Build(f Facts) Report {
 	return r
 }
 
-// Public is the body anyone may read: {"status": "ok"} or {"status": "down"}.
+// Public is the body anyone may read: {"status": "ok"}, {"status":
+// "down"}, or in shared mode {"status": "degraded"} while the database is
+// unreachable and the replica serves from its mirrors (the amendment of
+// 40-admin-api §4.1 for several replicas: a load balancer polling it keeps
+// every replica in rotation through a database outage). Nothing else is
+// revealed: other reasons for a degraded report stay "ok" here.
 func (r Report) Public() map[string]string {
-	if r.Status == StatusDown {
+	switch {
+	case r.Status == StatusDown:
 		return map[string]string{"status": StatusDown}
+	case r.Database.Status == StatusDegraded:
+		return map[string]string{"status": StatusDegraded}
 	}
 	return map[string]string{"status": StatusOK}
 }
+
+// Serving reports whether the replica can answer /v1 now (the readiness of
+// a load balancer): everything but down.
+func (r Report) Serving() bool { return r.Status != StatusDown }

@@ -72,3 +72,48 @@ func TestBuildDerivesStatusAndReasonsFromTheReadModel(t *testing.T) {
 		t.Errorf("healthy: %s %v", ok.Status, ok.Reasons)
 	}
 }
+
+// Shared mode (issue 19 item 6, amending 40-admin-api §4.1): a database that
+// does not answer degrades a replica that has its snapshot (it serves /v1
+// from its mirrors, and the public body says "degraded" with 200 so a load
+// balancer keeps it) and is down only for one that never loaded it; a
+// change-feed listener without its connection degrades the report too.
+func TestBuildSharedModeDatabaseOutage(t *testing.T) {
+	now := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	f := health.Facts{Now: now, StartedAt: now.Add(-time.Minute), Shared: health.Shared{Mode: health.ModeShared, Redis: health.RedisOff, Limits: health.LimitsPerReplica}, Ready: true,
+		Database: health.Database{OK: false},
+		Feed:     &health.ChangeFeedFacts{Connected: false, LastResync: now.Add(-3 * time.Second), Reconnects: 2}}
+	r := health.Build(f)
+	if r.Status != health.StatusDegraded || r.Database.Status != health.StatusDegraded || r.Database.Mode != health.ModeShared ||
+		!r.Serving() || r.Public()["status"] != health.StatusDegraded {
+		t.Fatalf("shared, snapshot loaded, database down: status %s database %+v public %v", r.Status, r.Database, r.Public())
+	}
+	if len(r.Reasons) != 1 || r.Reasons[0] != "database_unreachable" {
+		t.Errorf("reasons %v, want only database_unreachable (the listener is down because the database is)", r.Reasons)
+	}
+	if r.ChangeFeed == nil || r.ChangeFeed.Connected || r.ChangeFeed.LastResyncAgeMs != 3000 || r.ChangeFeed.Reconnects != 2 {
+		t.Errorf("change feed section %+v", r.ChangeFeed)
+	}
+
+	f.Ready = false
+	if r := health.Build(f); r.Status != health.StatusDown || r.Serving() || r.Public()["status"] != health.StatusDown {
+		t.Errorf("shared, no snapshot, database down: %s %v", r.Status, r.Public())
+	}
+
+	f.Ready, f.Database.OK = true, true
+	r = health.Build(f)
+	if r.Status != health.StatusDegraded || r.Database.Status != health.StatusOK || len(r.Reasons) != 1 ||
+		r.Reasons[0] != "change_feed_disconnected" || r.Public()["status"] != health.StatusOK {
+		t.Errorf("database up, listener down: %s %v %v", r.Status, r.Reasons, r.Public())
+	}
+	f.Feed.Connected = true
+	if r := health.Build(f); r.Status != health.StatusOK || r.Public()["status"] != health.StatusOK {
+		t.Errorf("all up: %s %v", r.Status, r.Reasons)
+	}
+
+	// Embedded mode is unchanged: the database down is the replica down.
+	emb := health.Build(health.Facts{Now: now, StartedAt: now, Ready: true, Database: health.Database{OK: false}})
+	if emb.Status != health.StatusDown || emb.Database.Mode != health.ModeEmbedded || emb.ChangeFeed != nil {
+		t.Errorf("embedded, database down: %s %+v", emb.Status, emb.Database)
+	}
+}

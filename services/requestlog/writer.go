@@ -9,6 +9,7 @@ package requestlog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -62,6 +63,10 @@ type Stats struct {
 	Written int64
 	// FailedBatches counts batches the sink refused (their entries are lost).
 	FailedBatches int64
+	// Held is how many entries wait for a store that was unavailable (part
+	// of QueueDepth); HeldBatches counts the batch writes postponed so.
+	Held        int64
+	HeldBatches int64
 }
 
 // Batcher batches entries of type T to a sink. It is safe for concurrent use.
@@ -85,6 +90,14 @@ type Batcher[T any] struct {
 	batches       atomic.Int64
 	written       atomic.Int64
 	failedBatches atomic.Int64
+	heldBatches   atomic.Int64
+	heldCount     atomic.Int64
+
+	// held are entries whose write found the store unavailable (a shared
+	// database restarting, SQLite busy): they stay queued, within Capacity,
+	// and go first at the next flush, so an outage of the store costs no log
+	// rows until the queue is full. Only run touches it.
+	held []T
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -188,6 +201,8 @@ func (w *Batcher[T]) Stats() Stats {
 		Batches:       w.batches.Load(),
 		Written:       w.written.Load(),
 		FailedBatches: w.failedBatches.Load(),
+		Held:          w.heldCount.Load(),
+		HeldBatches:   w.heldBatches.Load(),
 	}
 }
 
@@ -226,10 +241,29 @@ func (w *Batcher[T]) take(batch []T, fullOnly bool) []T {
 	return batch
 }
 
-// flushAll writes batch in BatchSize pieces and returns it emptied for reuse.
+// flushAll writes the held entries and then batch in BatchSize pieces and
+// returns batch emptied for reuse. A piece the store could not take now
+// (unavailable) is held with everything after it, in order.
 func (w *Batcher[T]) flushAll(batch []T) []T {
-	for i := 0; i < len(batch); i += w.opts.BatchSize {
-		w.flush(batch[i:min(i+w.opts.BatchSize, len(batch))])
+	work := batch
+	if len(w.held) > 0 {
+		work = append(w.held, batch...)
+		w.held = nil
+	}
+	for i := 0; i < len(work); i += w.opts.BatchSize {
+		if !w.flush(work[i:min(i+w.opts.BatchSize, len(work))]) {
+			w.held = append([]T(nil), work[i:]...)
+			break
+		}
+	}
+	if n := int64(len(w.held)); n != w.heldCount.Load() {
+		switch {
+		case n > 0 && w.heldCount.Load() == 0:
+			w.log.Warn(w.what+": the store is unavailable; entries are held and retried each interval", "entries", n)
+		case n == 0:
+			w.log.Info(w.what + ": the store answers again; held entries written")
+		}
+		w.heldCount.Store(n)
 	}
 	clear(batch)
 	return batch[:0]
@@ -255,16 +289,22 @@ func (w *Batcher[T]) drain(batch []T) {
 }
 
 // flush hands batch to the sink. Once Close has given up (writeCtx
-// cancelled) it counts the entries as dropped instead.
-func (w *Batcher[T]) flush(batch []T) {
+// cancelled) it counts the entries as dropped instead. It returns false when
+// the store was unavailable and the entries stay queued for the next flush
+// (never while closing: then they count as a failed batch).
+func (w *Batcher[T]) flush(batch []T) bool {
 	if len(batch) == 0 {
-		return
+		return true
 	}
 	n := int64(len(batch))
 	if w.writeCtx.Err() != nil {
 		w.abandoned += n
 		w.dropped.Add(n)
 	} else if err := w.writeBatch(batch); err != nil {
+		if errors.Is(err, services.ErrUnavailable) && !w.closed.Load() {
+			w.heldBatches.Add(1)
+			return false
+		}
 		w.failedBatches.Add(1)
 		// Only the count and the error: entries may carry captured bodies.
 		w.log.Error(w.what+" batch write failed", "entries", n, "err", err)
@@ -273,6 +313,7 @@ func (w *Batcher[T]) flush(batch []T) {
 		w.written.Add(n)
 	}
 	w.queued.Add(-n)
+	return true
 }
 
 // writeBatch calls the sink, turning a panic into an error so one bad batch cannot

@@ -351,6 +351,70 @@ func TestWriterSurvivesFailingSink(t *testing.T) {
 	}
 }
 
+// A store that is unavailable (a shared database restarting, SQLite busy)
+// costs no log rows while the queue has room: the entries stay queued, in
+// order, and are written at the first flush after the store answers again.
+// Past Capacity new entries are refused and counted, as always; a store
+// still unavailable at Close loses what it holds, counted as a failed batch.
+func TestWriterHoldsEntriesWhileTheStoreIsUnavailable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var down sync.Mutex
+		unavailable := true
+		sink := &memSink{fail: func(int) error {
+			down.Lock()
+			defer down.Unlock()
+			if unavailable {
+				return &services.UnavailableError{Op: "write request logs", Err: errors.New("connection refused")}
+			}
+			return nil
+		}}
+		logs := &syncBuffer{}
+		w := requestlog.New(sink, slog.New(slog.NewTextHandler(logs, nil)), requestlog.Options{BatchSize: 4, Capacity: 10})
+		addN(t, w, 0, 3)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		addN(t, w, 3, 6) // 9 queued: a full batch kicks a write, which fails too
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if !w.Add(entry(9)) || w.Add(entry(10)) {
+			t.Fatal("the held entries do not count against Capacity")
+		}
+		st := w.Stats()
+		if st.Held != 9 || st.QueueDepth != 10 || st.Dropped != 1 || st.FailedBatches != 0 || st.HeldBatches < 2 || len(sink.ids()) != 0 {
+			t.Fatalf("during the outage: %+v, written %v", st, sink.ids())
+		}
+		if !strings.Contains(logs.String(), "the store is unavailable") {
+			t.Fatalf("no warning about the held entries: %q", logs.String())
+		}
+
+		down.Lock()
+		unavailable = false
+		down.Unlock()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		want := []string{}
+		for i := range 10 {
+			want = append(want, entry(i).ID)
+		}
+		if got := sink.ids(); strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Fatalf("written after the outage %v, want %v in order", got, want)
+		}
+		st = w.Stats()
+		if st.Held != 0 || st.QueueDepth != 0 || st.Written != 10 || st.FailedBatches != 0 {
+			t.Fatalf("after the outage: %+v", st)
+		}
+
+		down.Lock()
+		unavailable = true
+		down.Unlock()
+		addN(t, w, 20, 2)
+		closeWriter(t, w)
+		if st := w.Stats(); st.FailedBatches != 1 || st.QueueDepth != 0 || st.Written != 10 {
+			t.Fatalf("closed while the store is unavailable: %+v", st)
+		}
+	})
+}
+
 func TestWriterConcurrentAdd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sink := &memSink{}

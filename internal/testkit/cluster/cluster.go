@@ -69,8 +69,12 @@ type Replica struct {
 
 	mu      sync.Mutex
 	proc    *proc
+	last    *proc // the current or last run
 	url     string
 	Startup time.Duration // time from exec to the listening line, last start
+	// Listening is when the last start printed its listening line; Killed
+	// is when the last SIGKILL was sent.
+	Listening, Killed time.Time
 }
 
 var (
@@ -151,10 +155,17 @@ func Start(t testing.TB, opts Options) *Cluster {
 	}
 	c.front = httptest.NewServer(&httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			r := c.Replicas[int(c.next.Add(1)-1)%len(c.Replicas)]
+			r := c.pick()
 			u, _ := url.Parse(r.URL())
 			pr.SetURL(u)
 			pr.Out.Host = u.Host
+			pr.Out.Header.Set(ReplicaHeader, r.Name)
+		},
+		// The answer names the replica that served it, so a test can tell
+		// which replica's requests it is counting.
+		ModifyResponse: func(resp *http.Response) error {
+			resp.Header.Set(ReplicaHeader, resp.Request.Header.Get(ReplicaHeader))
+			return nil
 		},
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
@@ -168,6 +179,24 @@ func Start(t testing.TB, opts Options) *Cluster {
 		}
 	})
 	return c
+}
+
+// ReplicaHeader is set by the front on each answer: the name of the replica
+// that served it ("A", "B", …).
+const ReplicaHeader = "X-Cluster-Replica"
+
+// pick is the front's round robin over the running replicas, as a load
+// balancer's health check would skip one that is down (all of them, when
+// none runs, so the caller sees the failure).
+func (c *Cluster) pick() *Replica {
+	n := len(c.Replicas)
+	start := int(c.next.Add(1)-1) % n
+	for i := range n {
+		if r := c.Replicas[(start+i)%n]; r.Running() {
+			return r
+		}
+	}
+	return c.Replicas[start]
 }
 
 func (c *Cluster) newReplica(name string) *Replica {
@@ -201,6 +230,14 @@ func (c *Cluster) Front() string { return c.front.URL }
 
 // Replica returns replica i (0 = A).
 func (c *Cluster) Replica(i int) *Replica { return c.Replicas[i] }
+
+// Running reports whether the replica's process runs (started and not
+// killed or stopped since).
+func (r *Replica) Running() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.proc != nil
+}
 
 // URL is the replica's base URL (it changes on restart: the port is free).
 func (r *Replica) URL() string {
@@ -253,7 +290,7 @@ func (r *Replica) start() error {
 			}
 			if rest, found := strings.CutPrefix(l, "listening on "); found {
 				r.mu.Lock()
-				r.proc, r.url, r.Startup = p, strings.TrimSpace(rest), time.Since(begin)
+				r.proc, r.last, r.url, r.Startup, r.Listening = p, p, strings.TrimSpace(rest), time.Since(begin), time.Now()
 				r.mu.Unlock()
 				go func() { // keep draining stdout so the child never blocks
 					for range lines {
@@ -273,6 +310,9 @@ func (r *Replica) Kill() {
 	r.mu.Lock()
 	p := r.proc
 	r.proc = nil
+	if p != nil {
+		r.Killed = time.Now()
+	}
 	r.mu.Unlock()
 	if p != nil {
 		p.kill()
@@ -312,6 +352,28 @@ func (r *Replica) Stderr() string {
 		return ""
 	}
 	return r.proc.stderr.String()
+}
+
+// Signal sends sig to the running replica (SIGQUIT makes Go print every
+// goroutine's stack to stderr: see LastStderr).
+func (r *Replica) Signal(sig os.Signal) {
+	r.mu.Lock()
+	p := r.proc
+	r.mu.Unlock()
+	if p != nil {
+		_ = p.cmd.Process.Signal(sig)
+	}
+}
+
+// LastStderr is what the replica wrote to stderr in its last run, also
+// after it was killed or stopped.
+func (r *Replica) LastStderr() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.last == nil {
+		return ""
+	}
+	return r.last.stderr.String()
 }
 
 type proc struct {
