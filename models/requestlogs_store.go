@@ -151,7 +151,7 @@ func (s *RequestLogStore) writeGORM(ctx context.Context, entries []services.Requ
 	})
 }
 
-// pgBatchRows bounds the rows of one PostgreSQL INSERT (42 bound
+// pgBatchRows bounds the rows of one PostgreSQL INSERT (43 bound
 // parameters each, far under the protocol's 65,535).
 const pgBatchRows = 256
 
@@ -204,7 +204,7 @@ func (s *RequestLogStore) writePostgres(ctx context.Context, rows []RequestLogRo
 					r.ErrorCode, r.Attempts, r.AttemptLog, r.PromptTokens, r.CachedTokens, r.CacheWriteTokens,
 					r.CompletionTokens, r.ReasoningTokens, r.LatencyMs, r.TtftMs, r.UpstreamLatencyMs, r.Warnings,
 					r.AffinityHit, r.LeaseManaged, r.EmergencyFallback, r.BodiesCaptured, r.Bodies,
-					r.EstimatedCostNanoUSD, r.AttemptedConnections, r.AttemptedProviders)
+					r.EstimatedCostNanoUSD, r.AttemptedConnections, r.AttemptedProviders, r.Waits)
 			}
 			// Straight to the transaction's connection: GORM's statement
 			// builder would walk the ~10,000 values once more.
