@@ -16,6 +16,7 @@ import (
 
 	"switchyard/services"
 	"switchyard/services/gateway"
+	"switchyard/services/tracing"
 )
 
 // BodyTimeouts bound the reading of request bodies (issue 17): a client
@@ -121,6 +122,10 @@ type Config struct {
 	PublicHosts []string
 	// Upstream bounds what one upstream answer can make the gateway hold.
 	Upstream gateway.BodyLimits
+	// Tracing is where OpenTelemetry traces go, from the standard OTEL_*
+	// environment (OTEL_EXPORTER_OTLP_ENDPOINT and its kin); the zero value
+	// is off.
+	Tracing tracing.Config
 
 	egress *services.EgressGuard
 }
@@ -241,6 +246,11 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 		} else {
 			cfg.LogRetentionDays = n
 		}
+	}
+	if tc, err := tracing.FromEnv(getenv); err != nil {
+		problems = append(problems, err)
+	} else {
+		cfg.Tracing = tc
 	}
 	if err := cfg.validate(); err != nil {
 		problems = append(problems, err)

@@ -1,12 +1,15 @@
 package app
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"switchyard/handlers"
 	"switchyard/services"
+	"switchyard/services/tracing"
 )
 
 // MountSettingsRoutes registers the settings routes of documents opened
@@ -30,4 +33,12 @@ func (s *Server) MountSettingsRoutes(docs SettingsDocs) {
 	} {
 		s.echo.Add(r.method, r.path, r.h, auth)
 	}
+}
+
+// Tracing returns the trace pipeline, nil when tracing is off.
+func (s *Server) Tracing() *tracing.Provider { return s.tracing }
+
+// FlushTraces exports the spans ended so far.
+func (s *Server) FlushTraces(ctx context.Context) error {
+	return s.tracing.TracerProvider().(*sdktrace.TracerProvider).ForceFlush(ctx)
 }

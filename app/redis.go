@@ -87,6 +87,8 @@ func (r *redisState) Degraded() bool { return r.client.Degraded() }
 func (r *redisState) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
+	// Releases leave the request path: sent in pipelined batches.
+	r.wg.Go(func() { r.client.RunReleaser(ctx) })
 	if r.slots != nil {
 		r.wg.Go(func() { r.slots.Run(ctx) })
 	}

@@ -28,6 +28,7 @@ import (
 	"switchyard/services/routing"
 	"switchyard/services/settings"
 	"switchyard/services/stats"
+	"switchyard/services/tracing"
 	"switchyard/services/traffic"
 )
 
@@ -108,6 +109,8 @@ type Server struct {
 	listenAddr atomic.Value // string
 	loopback   atomic.Bool
 	demo       *demoEnv
+	// tracing exports OpenTelemetry traces; nil when off (app/tracing.go).
+	tracing *tracing.Provider
 }
 
 // Build opens the store, wires services and registers routes. The caller
@@ -138,6 +141,7 @@ func Build(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	s.loopback.Store(true)
 	s.listenAddr.Store(cfg.Addr)
 	if err := s.wire(ctx, opts); err != nil {
+		s.stopTracing()
 		models.Close(db)
 		return nil, err
 	}
@@ -211,6 +215,9 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 	s.auditStore = models.NewAuditStore(s.db)
 	s.auditWriter = requestlog.NewBatcher(s.auditStore.WriteAuditEntries, "audit log", s.log.With("component", "audit-log"), requestlog.Options{})
 	if err := s.wireTraffic(ctx); err != nil {
+		return err
+	}
+	if err := s.startTracing(ctx); err != nil {
 		return err
 	}
 	if err := s.wireGateway(ctx, opts.Seed); err != nil {
@@ -320,6 +327,8 @@ func (s *Server) Close() error {
 		}
 		cancel()
 	}
+	// After the request log: the last requests' spans are ended by now.
+	s.stopTracing()
 	return models.Close(s.db)
 }
 

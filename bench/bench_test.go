@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"os"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // TestMain lets the test binary stand in for the bench binary: the
@@ -130,7 +133,48 @@ func TestHarnessSmokeShared(t *testing.T) {
 	if dsn == "" {
 		t.Skip("SWITCHYARD_TEST_DATABASE_URL is unset: no PostgreSQL for the shared-mode gateway")
 	}
-	cfg, err := parseFlags(append(slices.Clone(tiny), "-topology", "procs", "-pin", "off", "-database-url", dsn, "latency", "throughput"))
+	smokeShared(t, "-database-url", dsn)
+}
+
+// TestHarnessSmokeSharedRedis is the shared-mode run with Redis counting
+// the limits (-redis-url): the ratios carry the 1.15× budget, and the
+// shared-mode gateway really admitted through Redis — the bench client
+// key's rate bucket exists there afterwards.
+func TestHarnessSmokeSharedRedis(t *testing.T) {
+	dsn, rurl := os.Getenv("SWITCHYARD_TEST_DATABASE_URL"), os.Getenv("SWITCHYARD_TEST_REDIS_URL")
+	if dsn == "" || rurl == "" {
+		t.Skip("SWITCHYARD_TEST_DATABASE_URL or SWITCHYARD_TEST_REDIS_URL is unset: no PostgreSQL and Redis for the shared-mode gateway")
+	}
+	opt, err := redis.ParseURL(rurl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	ctx := context.Background()
+	before, err := rdb.Keys(ctx, "sy:krpm:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := smokeShared(t, "-database-url", dsn, "-redis-url", rurl)
+	for _, r := range rep.Results {
+		if strings.Contains(r.Metric, "shared mode / embedded") && r.Target != "" && r.Target != "≤ 1.15× embedded" {
+			t.Errorf("%s: target %q, want the Redis budget", r.Metric, r.Target)
+		}
+	}
+	after, err := rdb.Keys(ctx, "sy:krpm:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fresh := slices.DeleteFunc(after, func(k string) bool { return slices.Contains(before, k) }); len(fresh) == 0 {
+		t.Errorf("no new per-key rate bucket in Redis: the shared-mode gateway did not admit through Redis")
+	}
+}
+
+func smokeShared(t *testing.T, flags ...string) *report {
+	t.Helper()
+	args := append(slices.Clone(tiny), "-topology", "procs", "-pin", "off")
+	cfg, err := parseFlags(append(append(args, flags...), "latency", "throughput"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,5 +198,14 @@ func TestHarnessSmokeShared(t *testing.T) {
 		if !ok {
 			t.Errorf("no ratio for %q", m)
 		}
+	}
+	return rep
+}
+
+// TestRedisURLNeedsTheDatabase: -redis-url alone is refused with a reason.
+func TestRedisURLNeedsTheDatabase(t *testing.T) {
+	_, err := parseFlags([]string{"-topology", "procs", "-redis-url", "redis://127.0.0.1:6379/0", "latency"})
+	if err == nil || !strings.Contains(err.Error(), "-database-url") {
+		t.Fatalf("err = %v, want the -database-url requirement", err)
 	}
 }

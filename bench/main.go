@@ -67,6 +67,7 @@ type config struct {
 
 	topology    string // procs | inproc
 	databaseURL string // shared mode: a second gateway on this PostgreSQL (a schema of its own)
+	redisURL    string // shared mode with fleet-wide limits: that gateway's Redis
 	pin         string // auto | off
 	moduleDir   string // where go build runs (the module root)
 
@@ -93,7 +94,7 @@ func (c *config) asMap() map[string]any {
 		"idle_streams": c.idleStreams, "idle_settle": c.idleSettle.String(),
 		"fault_rate": c.faultRate, "fault_duration": c.faultDuration.String(), "fault_start": c.faultStart.String(),
 		"fault_length": c.faultLength.String(),
-		"topology":     c.topology, "pin": c.pin, "shared_mode": c.databaseURL != "",
+		"topology":     c.topology, "pin": c.pin, "shared_mode": c.databaseURL != "", "shared_redis": c.redisURL != "",
 		// pinned: (b) and (d) streaming cost ran with the proxy on CPU 0 at
 		// GOMAXPROCS=1; gomaxprocs: the proxies' GOMAXPROCS in the other scenarios.
 		"pinned": c.topology == "procs" && canPin(c), "gomaxprocs": runtime.NumCPU(),
@@ -130,6 +131,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&c.faultLength, "fault-length", 5*time.Second, "(e) how long connection fk-f1 answers 503")
 	fs.StringVar(&c.topology, "topology", "procs", "procs: fake upstream, bare proxy and the gateway binary (go build) as child processes, CPU and RSS per process (60-quality §5.2); inproc: all in this process (needed by -profile-dir)")
 	fs.StringVar(&c.databaseURL, "database-url", os.Getenv("SWITCHYARD_BENCH_DATABASE_URL"), "shared mode: also run the gateway on this PostgreSQL database (postgres://…, a schema of its own per run; default $SWITCHYARD_BENCH_DATABASE_URL) as the path gateway-shared beside the embedded one, in (a) latency and (b) throughput (procs topology)")
+	fs.StringVar(&c.redisURL, "redis-url", os.Getenv("SWITCHYARD_BENCH_REDIS_URL"), "shared mode with fleet-wide limits: the shared-mode gateway also uses this Redis or Valkey (redis://…; default $SWITCHYARD_BENCH_REDIS_URL) for its max_concurrent slots, request queue, window gate and key limits; needs -database-url")
 	fs.StringVar(&c.pin, "pin", "auto", "auto: in (b) and (d) streaming cost, the proxy under test on CPU 0 with GOMAXPROCS=1 and the fake upstream and load generator on CPU 1 (procs topology, ≥ 2 CPUs); off: never pin")
 	fs.IntVar(&c.microCount, "micro-count", 10, "(e) go test -count for the micro-benchmarks (median reported)")
 	fs.DurationVar(&c.microBenchtime, "micro-benchtime", 100*time.Millisecond, "(e) go test -benchtime per micro-benchmark run")
@@ -192,6 +194,9 @@ func parseFlags(args []string) (*config, error) {
 	}
 	if c.topology != "procs" && c.topology != "inproc" {
 		return nil, fmt.Errorf("-topology: want procs or inproc")
+	}
+	if c.redisURL != "" && c.databaseURL == "" {
+		return nil, fmt.Errorf("-redis-url: the fleet-wide limits need the shared database: give -database-url too")
 	}
 	if c.databaseURL != "" && c.topology != "procs" {
 		return nil, fmt.Errorf("-database-url: the shared-mode gateway runs as a process: use -topology procs")

@@ -44,6 +44,7 @@ func (t *topology) seedShared(ctx context.Context, cfg *config) error {
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
 	t.sharedDSN = u.String()
+	t.sharedRedis = cfg.redisURL
 	if err := os.Mkdir(filepath.Join(t.workDir, "data-shared"), 0o700); err != nil {
 		return err
 	}
@@ -61,4 +62,15 @@ func (t *topology) seedShared(ctx context.Context, cfg *config) error {
 	t.closers = t.closers[:n-1]
 	t.srv, t.gateway = nil, nil
 	return nil
+}
+
+// sharedTarget is the shared-mode gateway's budget against the embedded
+// one: 1.10× on PostgreSQL alone (the request path reads the same
+// in-memory mirrors) and 1.15× when Redis counts the limits, each
+// admission then taking a loopback round trip. what names the mode.
+func (c *config) sharedTarget() (limit float64, target, what string) {
+	if c.redisURL != "" {
+		return 1.15, "≤ 1.15× embedded", "gateway on PostgreSQL and Redis (-database-url, -redis-url)"
+	}
+	return 1.10, "≤ 1.1× embedded", "gateway on PostgreSQL (-database-url)"
 }

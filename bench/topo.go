@@ -62,6 +62,7 @@ type topology struct {
 	// shared mode (-database-url, procs only): a second gateway binary on
 	// PostgreSQL, seeded like the embedded one, served as "gateway-shared"
 	sharedDSN                       string // the run's schema
+	sharedRedis                     string // -redis-url: the shared-mode gateway's Redis ("" = none)
 	gwShared                        *child
 	sharedURL                       string
 	sharedClientKey, sharedAdminKey string
@@ -152,13 +153,17 @@ func (t *topology) gatewayEnv() map[string]string {
 const benchSecretKey = "bench-shared-mode-secret-key-0123456789"
 
 // sharedEnv is the shared-mode gateway's environment: the embedded one's
-// plus the database URL and the secret key. Its data dir holds nothing the
+// plus the database URL, the secret key and, with -redis-url, the Redis
+// that makes its limits fleet-wide. Its data dir holds nothing the
 // store needs.
 func (t *topology) sharedEnv() map[string]string {
 	env := t.gatewayEnv()
 	env["SWITCHYARD_DATA_DIR"] = filepath.Join(t.workDir, "data-shared")
 	env["SWITCHYARD_DATABASE_URL"] = t.sharedDSN
 	env["SWITCHYARD_SECRET_KEY"] = benchSecretKey
+	if t.sharedRedis != "" {
+		env["SWITCHYARD_REDIS_URL"] = t.sharedRedis
+	}
 	return env
 }
 
@@ -460,7 +465,11 @@ func (t *topology) seed(ctx context.Context, cfg *config) error {
 			return fmt.Errorf("create combo %s: %w", c.name, err)
 		}
 	}
-	_, secret, err := t.srv.Keys().Create(ctx, services.KeyInput{Name: services.Some("bench-client"), Scopes: services.Some([]string{services.ScopeInference})})
+	// The client key carries non-binding limits, so every request passes
+	// the per-key rate and concurrency limiter (on Redis in shared mode
+	// with -redis-url).
+	_, secret, err := t.srv.Keys().Create(ctx, services.KeyInput{Name: services.Some("bench-client"), Scopes: services.Some([]string{services.ScopeInference}),
+		RequestsPerMinute: services.Some(1_000_000), MaxConcurrentRequests: services.Some(1_000_000)})
 	if err != nil {
 		return err
 	}

@@ -68,6 +68,10 @@ type Client struct {
 	degraded  atomic.Bool
 	onUp      []func(context.Context)
 	lastErr   atomic.Value // string
+
+	// releases feed RunReleaser (releaser.go); releasing says it runs.
+	releases  chan releaseOp
+	releasing atomic.Bool
 }
 
 // ParseURL checks a redis:// or rediss:// URL (Valkey accepts the same).
@@ -102,7 +106,7 @@ func New(rawURL string, opts Options) (*Client, error) {
 
 // NewWithClient wraps an existing client (tests pass one on miniredis).
 func NewWithClient(rdb redis.UniversalClient, opts Options) *Client {
-	c := &Client{rdb: rdb, opts: opts.withDefaults()}
+	c := &Client{rdb: rdb, opts: opts.withDefaults(), releases: make(chan releaseOp, releaseQueue)}
 	c.lastErr.Store("")
 	return c
 }

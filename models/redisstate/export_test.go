@@ -1,6 +1,11 @@
 package redisstate
 
-import "context"
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // RenewNow renews (and re-seeds) the live grants of s at once.
 func RenewNow(ctx context.Context, s *Slots) error { return s.g.renew(ctx) }
@@ -16,3 +21,32 @@ func QueueWaiting(ctx context.Context, c *Client, prefix, key string) int {
 	n, _ := c.rdb.ZCard(ctx, prefix+":rq:{"+key+"}:wq").Result()
 	return int(n)
 }
+
+// Hooks counts the commands c sends on its own and inside pipelines.
+type Hooks struct{ Single, Piped atomic.Int64 }
+
+func (h *Hooks) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *Hooks) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); name == "evalsha" || name == "eval" {
+			h.Single.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h *Hooks) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.Piped.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// CountCommands installs a Hooks on c's connection.
+func CountCommands(c *Client) *Hooks {
+	h := &Hooks{}
+	c.rdb.AddHook(h)
+	return h
+}
+
+// FlushScripts drops the scripts Redis holds (as a restart does).
+func FlushScripts(ctx context.Context, c *Client) error { return c.rdb.ScriptFlush(ctx).Err() }

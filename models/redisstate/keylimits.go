@@ -73,9 +73,7 @@ func (k *KeyLimits) Release(d KeyDecision) {
 		return
 	}
 	k.g.drop(d.Grant)
-	ctx, cancel := context.WithTimeout(context.Background(), k.c.opts.CallTimeout)
-	defer cancel()
-	_, _ = k.c.run(ctx, releaseGrant, []string{d.key}, d.Grant)
+	k.c.release(releaseGrant, []string{d.key}, d.Grant)
 }
 
 // Forget drops a revoked key's bucket and grants.

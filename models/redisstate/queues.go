@@ -204,9 +204,7 @@ func (t *queueTicket) TicketKey() string { return t.key }
 
 func (t *queueTicket) TicketDone() {
 	t.q.g.drop(t.grant)
-	ctx, cancel := context.WithTimeout(context.Background(), t.q.c.opts.CallTimeout)
-	defer cancel()
-	_, _ = t.q.c.run(ctx, slotRelease, []string{t.running, t.waitq, t.channel}, t.grant)
+	t.q.c.release(slotRelease, []string{t.running, t.waitq, t.channel}, t.grant)
 }
 
 func (t *queueTicket) TicketTimedOut() { t.q.local.CountTimeout(t.key) }

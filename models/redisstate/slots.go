@@ -318,10 +318,7 @@ func (s *Slots) granted(conn, id, grants, waitq, channel string) func() {
 		once.Do(func() {
 			s.g.drop(id)
 			s.count(s.held, conn, -1)
-			ctx, cancel := context.WithTimeout(context.Background(), s.c.opts.CallTimeout)
-			defer cancel()
-			// A failed release lapses with the grant's TTL.
-			_, _ = s.c.run(ctx, slotRelease, []string{grants, waitq, channel}, id)
+			s.c.release(slotRelease, []string{grants, waitq, channel}, id)
 		})
 	}
 }

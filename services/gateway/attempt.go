@@ -60,11 +60,11 @@ type attemptState struct {
 	diag          []Exclusion
 	timerWait     time.Duration // earliest timer among exclusions
 	timers        map[string]bool
-	noTimer       bool // some exclusion is not a timer
 	lastTarget    string
 	waitMin       time.Duration // smallest remaining waitable blocker
 	bestToolLimit ToolLimit
 	onlyLocal     bool  // every failure so far was a local limit
+	noTimer       bool  // some exclusion is not a timer (beside onlyLocal: one word for both)
 	localErr      error // the last local limiter error
 	log           *LogRecord
 	cfg           ComboConfig // effective config of the routed combo (§3)
@@ -80,6 +80,8 @@ type attemptState struct {
 	pickCands []accounts.Candidate
 	pickConns []*services.Connection
 	pickScr   pickScratch
+	// trace is the current attempt's span (tracing.go); nil when off.
+	trace *attemptTrace
 }
 
 // newAttempt starts routing req: its log record, its client writer (on the
@@ -144,7 +146,7 @@ func (st *attemptState) run() {
 		if !ok {
 			break
 		}
-		tok := st.g.beginCooldownWait(st.req, d)
+		tok := st.g.beginCooldownWait(st.ctx(), st.req, d)
 		kind := services.WaitKindSingle
 		if st.req.Route.Combo != nil {
 			kind = services.WaitKindCombo

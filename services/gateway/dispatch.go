@@ -54,6 +54,9 @@ func (st *attemptState) dispatch(t *target, c *services.Connection, req *Request
 	rt.inFlight.Add(1)
 	defer rt.inFlight.Add(-1)
 	at := st.log.startAttempt(*t, c, start)
+	if g.tracer != nil {
+		st.traceAttemptStart(t, c)
+	}
 	out.setDispatch(c.ID, t.provider.ID, t.model, st.attempts-1)
 
 	adm, res, admitted := st.admitDispatch(t, c, req, at)
@@ -101,7 +104,7 @@ func (st *attemptState) dispatch(t *target, c *services.Connection, req *Request
 // attempt ends here. Time spent waiting for a slot or in the queue is
 // logged as waits, not as the attempt's duration.
 func (st *attemptState) admitDispatch(t *target, c *services.Connection, req *Request, at attemptHandle) (*admission, result, bool) {
-	adm, err := st.g.admit(st.ctx(), *t, c, req, st.log)
+	adm, err := st.g.admit(st.attemptCtx(), *t, c, req, st.log)
 	if adm.gated {
 		// The waits are rows of their own; the attempt starts after them.
 		at.admitted(st.g.clock.Now())

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"switchyard/services"
 	"switchyard/services/accounts"
 	"switchyard/services/leases"
@@ -129,6 +131,9 @@ type Deps struct {
 	// Prices is the price table cost-aware routing reads, with the admin's
 	// overrides (30-routing §8.2). nil: the built-in list prices.
 	Prices *services.Prices
+	// Tracing starts the spans of /v1 requests (tracing.go). nil: no
+	// tracing, and nothing of it on the request path.
+	Tracing trace.TracerProvider
 }
 
 // Gateway routes /v1 requests. Every field is set by New and never changes,
@@ -165,6 +170,8 @@ type Gateway struct {
 	// prices is the price lookup of cost-aware routing, built once in New
 	// so a request takes no closure of its own.
 	prices func(provider, model string) (routing.Price, bool)
+	// tracer starts the request, attempt and wait spans; nil = off.
+	tracer *tracer
 
 	// picks is pick's eligibility cache (pick.go).
 	picks pickCache
@@ -189,7 +196,8 @@ func New(ctx context.Context, d Deps) (*Gateway, error) {
 	g := &Gateway{clock: d.Clock, reg: d.Registry, up: d.Upstream, sel: d.Selector, res: d.Resilience,
 		logs: d.Logs, obs: d.Observer, limits: d.Limits, traffic: d.Traffic, tools: d.ToolLimits,
 		keyLimits: d.KeyLimits, keyUse: d.KeyUsage, strategies: d.Strategies, routeState: d.RouteState,
-		quota: d.Quota, watchdogCfg: d.Watchdog, entrySlots: traffic.NewSlots(nil), prices: priceLookup(d.Prices)}
+		quota: d.Quota, watchdogCfg: d.Watchdog, entrySlots: traffic.NewSlots(nil), prices: priceLookup(d.Prices),
+		tracer: newTracer(d.Tracing)}
 	g.defaults()
 	if d.Settings != nil {
 		src := d.Settings

@@ -65,6 +65,9 @@ type Call struct {
 // streams). The checks with their large locals run in accept, whose frame
 // is gone by the time Serve runs.
 func (g *Gateway) Handle(w http.ResponseWriter, r *http.Request, call *Call) error {
+	if g.tracer != nil {
+		return g.handleTraced(w, r, call)
+	}
 	req, grant, err := g.accept(w, r, call)
 	if err != nil {
 		return err
@@ -180,6 +183,9 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, req *Request) {
 		rec = g.serveOwnExecutor(w, r, req)
 	} else {
 		rec = g.serve(w, r, req)
+	}
+	if g.tracer != nil {
+		traceServed(r.Context(), rec)
 	}
 	g.logs.Record(rec)
 }

@@ -106,6 +106,7 @@ type loopEnv struct {
 	obs   *countObs
 	key   services.APIKey
 	conns []services.Connection
+	src   *loopSource // what Registry.Reload re-reads
 }
 
 // newLoopEnv builds a gateway over provider "fake" (OpenAI format) and,
@@ -113,6 +114,13 @@ type loopEnv struct {
 // per credential in priority order, all at the fake upstream. The
 // cooldown-aware waits are off unless a test turns them on.
 func newLoopEnv(t *testing.T, creds ...string) *loopEnv {
+	t.Helper()
+	return newLoopEnvWith(t, nil, creds...)
+}
+
+// newLoopEnvWith is newLoopEnv with deps adjusted by with (nil: none)
+// before the gateway is built.
+func newLoopEnvWith(t *testing.T, with func(*gateway.Deps), creds ...string) *loopEnv {
 	t.Helper()
 	ctx := context.Background()
 	e := &loopEnv{t: t, clock: testkit.NewFakeClock(loopT0), logs: &recordSink{}, obs: &countObs{}}
@@ -133,7 +141,7 @@ func newLoopEnv(t *testing.T, creds ...string) *loopEnv {
 			Enabled: true, Priority: i, BaseURL: e.fu.URL() + "/v1", Credentials: services.Credentials{APIKey: services.Secret(cred)},
 			CreatedAt: loopT0.Add(time.Duration(i) * time.Second)})
 	}
-	e.conns = src.conns
+	e.conns, e.src = src.conns, src
 	cur := func() *resilience.Document { return e.doc }
 	breakers := resilience.NewBreakers(e.clock, func() resilience.BreakerConfig { return cur().Breaker() }, resilience.NewMemoryBreakerStore(), nil)
 	cooldowns := resilience.NewCooldowns(e.clock, func() resilience.CooldownConfig { return cur().Cooldown() }, nil, nil)
@@ -151,10 +159,14 @@ func newLoopEnv(t *testing.T, creds ...string) *loopEnv {
 	}
 	set := gateway.DefaultSettings()
 	e.set = &set
-	e.g, err = gateway.New(ctx, gateway.Deps{Clock: e.clock, Registry: reg, Upstream: gateway.NewUpstream(guard, "test"),
+	deps := gateway.Deps{Clock: e.clock, Registry: reg, Upstream: gateway.NewUpstream(guard, "test"),
 		Selector: accounts.NewSelector(rand.New(rand.NewPCG(1, 2))), Resilience: e.res,
 		Settings: func() *gateway.Settings { return e.set }, Logs: e.logs, Observer: e.obs,
-		Traffic: &gateway.Traffic{Doc: cur}})
+		Traffic: &gateway.Traffic{Doc: cur}}
+	if with != nil {
+		with(&deps)
+	}
+	e.g, err = gateway.New(ctx, deps)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,12 +30,14 @@ type Traffic struct {
 	Waiting *traffic.Waiting
 }
 
-// beginCooldownWait puts a cooldown-aware wait of d on the waiting board.
-func (g *Gateway) beginCooldownWait(req *Request, d time.Duration) traffic.WaitToken {
-	if g.traffic.Waiting == nil {
-		return traffic.WaitToken{}
+// beginCooldownWait puts a cooldown-aware wait of d on the waiting board
+// (and in the request's trace).
+func (g *Gateway) beginCooldownWait(ctx context.Context, req *Request, d time.Duration) traffic.WaitToken {
+	var tok traffic.WaitToken
+	if g.traffic.Waiting != nil {
+		tok = g.traffic.Waiting.Begin(traffic.WaitCooldown, req.Model, req.ID, d)
 	}
-	return g.traffic.Waiting.Begin(traffic.WaitCooldown, req.Model, req.ID, d)
+	return g.traceWait(ctx, tok, traffic.WaitCooldown, req.Model, d)
 }
 
 func queueConfig(doc *resilience.Document) traffic.QueueConfig {
@@ -80,8 +82,9 @@ func (a *admission) done() {
 
 // admit takes a max_concurrent slot and, for protected connections, a
 // request-queue ticket, and logs in rec (nil: nowhere) the time it waited
-// for them. On an error the admission holds nothing. A local limit comes back as a typed error that
-// penalises nothing; a client leaving while queued never reaches upstream.
+// for them. On an error the admission holds nothing. A local limit comes
+// back as a typed error that penalises nothing; a client leaving while
+// queued never reaches upstream.
 // A shared slot or queue store that cannot answer (services.ErrUnavailable)
 // fails open: the request goes without that gate and the error is counted,
 // since refusing it would turn an outage of Switchyard's own state into

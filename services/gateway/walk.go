@@ -148,7 +148,11 @@ func (st *attemptState) walkTarget(t target) (tr targetRun) {
 			}
 		}
 		res := st.dispatch(&t, conn, dreq)
-		switch st.settle(&t, conn, adm, res, &tr) {
+		nx := st.settle(&t, conn, adm, res, &tr)
+		if st.trace != nil {
+			st.traceAttemptEnd()
+		}
+		switch nx {
 		case sameConnection:
 			retryConn = conn
 		case leaveTarget:

@@ -97,6 +97,7 @@ type WaitToken struct {
 	w      *Waiting
 	id     uint64
 	reason int
+	end    func() // a WaitHook's, or nil
 }
 
 // Begin records that requestID starts waiting for reason on target; the
@@ -123,6 +124,9 @@ func (w *Waiting) Begin(reason, target, requestID string, resumeIn time.Duration
 
 // End removes the wait; a second End is a no-op.
 func (t WaitToken) End() {
+	if t.end != nil {
+		t.end()
+	}
 	if t.w == nil {
 		return
 	}
@@ -214,9 +218,12 @@ func WithWaiting(ctx context.Context, w *Waiting, requestID string) context.Cont
 // it returns the zero token. Admission stores call it when a request
 // really starts to wait, never on the way through.
 func BeginWait(ctx context.Context, reason, target string, resumeIn time.Duration) WaitToken {
-	s, ok := ctx.Value(waitScopeKey{}).(waitScope)
-	if !ok {
-		return WaitToken{}
+	var tok WaitToken
+	if s, ok := ctx.Value(waitScopeKey{}).(waitScope); ok {
+		tok = s.w.Begin(reason, target, s.requestID, resumeIn)
 	}
-	return s.w.Begin(reason, target, s.requestID, resumeIn)
+	if h, ok := ctx.Value(waitHookKey{}).(WaitHook); ok {
+		tok = tok.Also(h(ctx, reason, target, resumeIn))
+	}
+	return tok
 }
