@@ -27,8 +27,8 @@ import (
 	"testing"
 	"time"
 
+	"switchyard/internal/fakeupstream"
 	"switchyard/internal/testkit"
-	"switchyard/internal/testkit/fakeupstream"
 	"switchyard/services"
 )
 

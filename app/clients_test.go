@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"switchyard/internal/testkit/fakeupstream"
+	"switchyard/internal/fakeupstream"
 	"switchyard/services"
 )
 

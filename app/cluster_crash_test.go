@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"switchyard/internal/fakeupstream"
 	"switchyard/internal/testkit"
 	"switchyard/internal/testkit/cluster"
-	"switchyard/internal/testkit/fakeupstream"
 	"switchyard/services"
 )
 

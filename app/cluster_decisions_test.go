@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"switchyard/internal/fakeupstream"
 	"switchyard/internal/testkit"
-	"switchyard/internal/testkit/fakeupstream"
 )
 
 // cooldownItem is one connection of GET /api/resilience/cooldowns: the

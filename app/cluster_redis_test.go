@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"switchyard/internal/fakeupstream"
 	"switchyard/internal/testkit"
 	"switchyard/internal/testkit/cluster"
-	"switchyard/internal/testkit/fakeupstream"
 )
 
 // overlap is the most of hits the fake saw at once.

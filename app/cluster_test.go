@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"switchyard/internal/fakeupstream"
 	"switchyard/internal/testkit"
 	"switchyard/internal/testkit/cluster"
-	"switchyard/internal/testkit/fakeupstream"
 )
 
 // fleet is a running cluster with its fake upstream, a manage client per

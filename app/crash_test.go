@@ -33,8 +33,8 @@ import (
 	"testing"
 	"time"
 
+	"switchyard/internal/fakeupstream"
 	"switchyard/internal/testkit"
-	"switchyard/internal/testkit/fakeupstream"
 )
 
 // gatewayBinary builds the gateway (go build -o <tmp>/switchyard . from the

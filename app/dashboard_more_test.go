@@ -13,8 +13,8 @@ import (
 
 	"github.com/PuerkitoBio/goquery"
 
+	"switchyard/internal/fakeupstream"
 	"switchyard/internal/testkit"
-	"switchyard/internal/testkit/fakeupstream"
 	"switchyard/services"
 	"switchyard/services/gateway"
 	"switchyard/views"

@@ -7,7 +7,7 @@ import (
 	"io"
 	"strings"
 
-	"switchyard/internal/testkit/fakeupstream"
+	"switchyard/internal/fakeupstream"
 	"switchyard/services"
 )
 

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"switchyard/internal/fakeupstream"
 	"switchyard/internal/testkit"
-	"switchyard/internal/testkit/fakeupstream"
 	"switchyard/services"
 )
 

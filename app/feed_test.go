@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"testing"
 
+	"switchyard/internal/fakeupstream"
 	"switchyard/internal/testkit"
-	"switchyard/internal/testkit/fakeupstream"
 	"switchyard/services"
 	"switchyard/services/traffic"
 )

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"switchyard/internal/fakeupstream"
 	"switchyard/internal/testkit"
-	"switchyard/internal/testkit/fakeupstream"
 )
 
 // TestHostileBodyHoldersUnderLoad (issue 17 item 1, wiring): connections

@@ -20,10 +20,12 @@ type listedPackage struct {
 	Deps       []string // every package the non-test files depend on, transitively
 }
 
-// importRule forbids the packages under Pattern to depend (directly or
-// transitively) on any import path starting with one of Banned.
+// importRule forbids the packages under Pattern, except those under one of
+// Except, to depend (directly or transitively) on any import path starting
+// with one of Banned.
 type importRule struct {
 	Pattern string // "switchyard/services" covers the package and everything below it
+	Except  []string
 	Why     string
 	Banned  []string
 }
@@ -63,6 +65,19 @@ var importRules = []importRule{
 		Pattern: "switchyard/migrations",
 		Why:     "migrations are embedded SQL applied through database/sql",
 		Banned:  []string{"gorm.io/", "switchyard/"},
+	},
+	{
+		// The binary, bench and cmd/ link internal/fakeupstream (the --demo
+		// upstream), never the test kit: it exists for _test.go files.
+		Pattern: "switchyard",
+		Except:  []string{"switchyard/internal/testkit"},
+		Why:     "the test kit is for tests: production code never links it",
+		Banned:  []string{"switchyard/internal/testkit"},
+	},
+	{
+		Pattern: "switchyard/internal/fakeupstream",
+		Why:     "the fake upstream shares no code with the gateway it stands in for: standard library only",
+		Banned:  []string{"switchyard/"},
 	},
 }
 
@@ -119,10 +134,19 @@ func TestImportGraphReportsViolations(t *testing.T) {
 		{ImportPath: "switchyard/views", Imports: []string{"github.com/a-h/templ"}, Deps: []string{"github.com/a-h/templ"}},
 		{ImportPath: "switchyard/services/leases", Imports: []string{"switchyard/app"}, Deps: []string{"switchyard/app"}},
 		{ImportPath: "switchyard/servicesextra", Imports: []string{"gorm.io/gorm"}, Deps: []string{"gorm.io/gorm"}},
+		{ImportPath: "switchyard/app", Imports: []string{"switchyard/internal/testkit/fakeupstream"},
+			Deps: []string{"switchyard/internal/testkit/fakeupstream"}},
+		{ImportPath: "switchyard/cmd/fakeupstream", Imports: []string{"switchyard/internal/fakeupstream"},
+			Deps: []string{"switchyard/internal/fakeupstream"}},
+		{ImportPath: "switchyard/internal/testkit/cluster", Imports: []string{"switchyard/internal/testkit"},
+			Deps: []string{"switchyard/internal/testkit", "switchyard/app"}},
+		{ImportPath: "switchyard/internal/fakeupstream", Imports: []string{"switchyard/services"}, Deps: []string{"switchyard/services"}},
 	}
 	got := importViolations(pkgs, importRules, appImporters)
 	want := []string{
+		"switchyard/app depends on switchyard/internal/testkit/fakeupstream (the test kit is for tests: production code never links it)",
 		"switchyard/handlers depends on switchyard/models (handlers are thin adapters: they call services, never the store)",
+		"switchyard/internal/fakeupstream depends on switchyard/services (the fake upstream shares no code with the gateway it stands in for: standard library only)",
 		"switchyard/services/gateway depends on gorm.io/gorm (services is the domain: no web framework, ORM, template engine or database driver)",
 		"switchyard/services/leases depends on switchyard/app (services is the domain: no web framework, ORM, template engine or database driver)",
 		"switchyard/services/leases imports switchyard/app (only the binary, bench and the test kit may)",
@@ -153,7 +177,7 @@ func importViolations(pkgs []listedPackage, rules []importRule, mayImportApp map
 	var problems []string
 	for _, p := range pkgs {
 		for _, r := range rules {
-			if !within(p.ImportPath, r.Pattern) {
+			if !within(p.ImportPath, r.Pattern) || slices.ContainsFunc(r.Except, func(e string) bool { return within(p.ImportPath, e) }) {
 				continue
 			}
 			for _, dep := range p.Deps {

@@ -21,8 +21,8 @@ import (
 	"go.uber.org/goleak"
 
 	"switchyard/app"
+	"switchyard/internal/fakeupstream"
 	"switchyard/internal/testkit"
-	"switchyard/internal/testkit/fakeupstream"
 	"switchyard/services"
 )
 

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"switchyard/internal/fakeupstream"
 	"switchyard/internal/testkit"
-	"switchyard/internal/testkit/fakeupstream"
 )
 
 func TestMetricsExposeResilienceState(t *testing.T) {

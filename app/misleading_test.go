@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"switchyard/internal/fakeupstream"
 	"switchyard/internal/testkit"
-	"switchyard/internal/testkit/fakeupstream"
 	"switchyard/services"
 	"switchyard/views"
 )

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"switchyard/internal/fakeupstream"
 	"switchyard/internal/testkit"
-	"switchyard/internal/testkit/fakeupstream"
 )
 
 // operatorAdmin is an admin client of a gateway fixture's management API.

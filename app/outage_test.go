@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"switchyard/internal/fakeupstream"
 	"switchyard/internal/testkit"
 	"switchyard/internal/testkit/cluster"
-	"switchyard/internal/testkit/fakeupstream"
 	"switchyard/services"
 )
 

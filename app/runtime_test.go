@@ -15,8 +15,8 @@ import (
 
 	"github.com/PuerkitoBio/goquery"
 
+	"switchyard/internal/fakeupstream"
 	"switchyard/internal/testkit"
-	"switchyard/internal/testkit/fakeupstream"
 	"switchyard/services"
 	"switchyard/services/leases"
 	"switchyard/services/resilience"

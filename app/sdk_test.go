@@ -8,7 +8,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"switchyard/internal/testkit/fakeupstream"
+	"switchyard/internal/fakeupstream"
 )
 
 // The official OpenAI Go SDK, pointed at the gateway, completes a

@@ -24,8 +24,8 @@ import (
 	"testing"
 
 	"switchyard/app"
+	"switchyard/internal/fakeupstream"
 	"switchyard/internal/testkit"
-	"switchyard/internal/testkit/fakeupstream"
 	"switchyard/services"
 )
 

@@ -11,8 +11,8 @@ import (
 
 	"github.com/PuerkitoBio/goquery"
 
+	"switchyard/internal/fakeupstream"
 	"switchyard/internal/testkit"
-	"switchyard/internal/testkit/fakeupstream"
 	"switchyard/views"
 )
 

@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"switchyard/internal/fakeupstream"
 	"switchyard/internal/testkit"
-	"switchyard/internal/testkit/fakeupstream"
 )
 
 // shutdownDrain is app.Run's drain timeout (run.go drainTimeout).

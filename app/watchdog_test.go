@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"switchyard/internal/testkit/fakeupstream"
+	"switchyard/internal/fakeupstream"
 )
 
 func TestThroughputWatchdogAbortsSlowStreams(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"switchyard/internal/testkit/fakeupstream"
+	"switchyard/internal/fakeupstream"
 )
 
 // adminGet GETs a management route of the gateway with the bench's manage key.

@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"switchyard/internal/testkit/fakeupstream"
+	"switchyard/internal/fakeupstream"
 )
 
 // Hidden subcommands: the harness runs the fake upstream and the bare proxy

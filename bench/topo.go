@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"switchyard/app"
-	"switchyard/internal/testkit/fakeupstream"
+	"switchyard/internal/fakeupstream"
 	"switchyard/services"
 )
 

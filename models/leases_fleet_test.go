@@ -20,7 +20,7 @@ import (
 // through two handles, or one PostgreSQL schema through two pools.
 func twoPools(t *testing.T, dialect string, now func() time.Time) (*gorm.DB, *gorm.DB) {
 	t.Helper()
-	open := func() *gorm.DB { return nil }
+	var open func() *gorm.DB
 	switch dialect {
 	case "sqlite":
 		path := filepath.Join(t.TempDir(), "switchyard.db")

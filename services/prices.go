@@ -101,11 +101,6 @@ var builtinPrices = func() priceIndex {
 // pricing.models field of the current general settings document.
 func NewPrices(src func() *map[string]ModelPrice) *Prices { return &Prices{src: src} }
 
-// FixedPrices returns the table with a fixed set of overrides.
-func FixedPrices(overrides map[string]ModelPrice) *Prices {
-	return NewPrices(func() *map[string]ModelPrice { return &overrides })
-}
-
 // overrides is the index of the current overrides, nil when none.
 func (p *Prices) overrides() priceIndex {
 	if p == nil || p.src == nil {

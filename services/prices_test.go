@@ -25,7 +25,7 @@ func TestPricesEstimate(t *testing.T) {
 	if c := p.Estimate("openai", "gpt-4o-mini", 0, 0); c.Known {
 		t.Fatalf("no tokens priced %+v", c)
 	}
-	p = services.FixedPrices(map[string]services.ModelPrice{"fake/m1": {InputPerMTok: 1, OutputPerMTok: 2}, "openai/gpt-4o-mini": {InputPerMTok: 0, OutputPerMTok: 1}})
+	p = fixedPrices(map[string]services.ModelPrice{"fake/m1": {InputPerMTok: 1, OutputPerMTok: 2}, "openai/gpt-4o-mini": {InputPerMTok: 0, OutputPerMTok: 1}})
 	if c := p.Estimate("fake", "m1", 1000, 500); c != (services.Cost{NanoUSD: 1000*1000 + 500*2000, Known: true}) {
 		t.Fatalf("override of an unknown model %+v", c)
 	}
@@ -52,7 +52,7 @@ func TestPricesEstimate(t *testing.T) {
 }
 
 func TestPricesLookupDoesNotAllocate(t *testing.T) {
-	p := services.FixedPrices(map[string]services.ModelPrice{"fake/m1": {InputPerMTok: 1, OutputPerMTok: 2}})
+	p := fixedPrices(map[string]services.ModelPrice{"fake/m1": {InputPerMTok: 1, OutputPerMTok: 2}})
 	n := testing.AllocsPerRun(100, func() {
 		_ = p.Estimate("anthropic", "claude-3-5-haiku-latest", 100, 100)
 		_ = p.Estimate("fake", "m1", 100, 100)
@@ -60,4 +60,9 @@ func TestPricesLookupDoesNotAllocate(t *testing.T) {
 	if n != 0 {
 		t.Fatalf("%v allocations per estimate", n)
 	}
+}
+
+// fixedPrices is the price table with a fixed set of overrides.
+func fixedPrices(overrides map[string]services.ModelPrice) *services.Prices {
+	return services.NewPrices(func() *map[string]services.ModelPrice { return &overrides })
 }

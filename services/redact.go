@@ -13,7 +13,7 @@ import (
 // Redacted replaces a credential in upstream text.
 const Redacted = "[redacted]"
 
-// Minimum lengths of what RedactCredentials looks for: shorter values would
+// Minimum lengths of what a CredentialRedactor looks for: shorter values would
 // redact ordinary words, and a credential that short protects nothing.
 const (
 	redactMinWhole = 4
@@ -116,11 +116,6 @@ func (c *CredentialRedactor) Bytes(b []byte) []byte {
 		}
 	}
 	return b
-}
-
-// RedactCredentials is NewCredentialRedactor(secrets...).String(s).
-func RedactCredentials(s string, secrets ...string) string {
-	return NewCredentialRedactor(secrets...).String(s)
 }
 
 // ConnectionSecrets are the credentials the gateway sends for c: the

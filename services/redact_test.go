@@ -34,7 +34,7 @@ func TestRedactCredentialsEveryForm(t *testing.T) {
 		"hex":             {"key hex 416243644566313233343536 rejected", "AbCdEf123456"},
 	}
 	for name, c := range texts {
-		got := services.RedactCredentials(c.text, c.secret)
+		got := redactCredentials(c.text, c.secret)
 		for _, part := range append([]string{c.secret}, strings.Split(c.secret, ".")...) {
 			if len(part) >= 6 && strings.Contains(got, part) {
 				t.Errorf("%s: %q still holds %q", name, got, part)
@@ -44,18 +44,18 @@ func TestRedactCredentialsEveryForm(t *testing.T) {
 			t.Errorf("%s: nothing redacted in %q", name, got)
 		}
 	}
-	if got := services.RedactCredentials("base64 "+base64.StdEncoding.EncodeToString([]byte(plain)), plain); strings.Contains(got, base64.StdEncoding.EncodeToString([]byte(plain))) {
+	if got := redactCredentials("base64 "+base64.StdEncoding.EncodeToString([]byte(plain)), plain); strings.Contains(got, base64.StdEncoding.EncodeToString([]byte(plain))) {
 		t.Errorf("base64 form kept: %q", got)
 	}
 	// Text without the credential is returned as is; short credentials and
 	// short halves do not eat ordinary words.
-	if got := services.RedactCredentials("rate limited, retry in 1s", plain); got != "rate limited, retry in 1s" {
+	if got := redactCredentials("rate limited, retry in 1s", plain); got != "rate limited, retry in 1s" {
 		t.Errorf("unrelated text changed: %q", got)
 	}
-	if got := services.RedactCredentials("the key is abc", "abc"); got != "the key is abc" {
+	if got := redactCredentials("the key is abc", "abc"); got != "the key is abc" {
 		t.Errorf("3-character credential redacted: %q", got)
 	}
-	if got := services.RedactCredentials("model gpt.x failed", "ab.gpt.x9"); got != "model gpt.x failed" {
+	if got := redactCredentials("model gpt.x failed", "ab.gpt.x9"); got != "model gpt.x failed" {
 		t.Errorf("short halves redacted: %q", got)
 	}
 	rd := services.NewCredentialRedactor(plain, "")
@@ -64,7 +64,12 @@ func TestRedactCredentialsEveryForm(t *testing.T) {
 	}
 	// The proxy password travels too.
 	c := &services.Connection{Credentials: services.Credentials{APIKey: services.Secret(plain)}, ProxyURL: "http://ops:Pr0xyPassw0rd@proxy.example:3128"}
-	if got := services.RedactCredentials("407 for Pr0xyPassw0rd", services.ConnectionSecrets(c)...); strings.Contains(got, "Pr0xyPassw0rd") {
+	if got := redactCredentials("407 for Pr0xyPassw0rd", services.ConnectionSecrets(c)...); strings.Contains(got, "Pr0xyPassw0rd") {
 		t.Errorf("proxy password kept: %q", got)
 	}
+}
+
+// redactCredentials redacts every form of secrets in s, as one redactor does.
+func redactCredentials(s string, secrets ...string) string {
+	return services.NewCredentialRedactor(secrets...).String(s)
 }

@@ -1,4 +1,4 @@
-// Command fakeupstream runs the scriptable fake LLM provider of internal/testkit/fakeupstream as
+// Command fakeupstream runs the scriptable fake LLM provider of internal/fakeupstream as
 // its own process, for benchmarks, process-level tests and poking at the gateway by hand:
 //
 //	go run ./cmd/fakeupstream --addr 127.0.0.1:0 [--script file.json] [--scenario healthy|demo|chaos]
@@ -21,7 +21,7 @@ import (
 	"syscall"
 	"time"
 
-	"switchyard/internal/testkit/fakeupstream"
+	"switchyard/internal/fakeupstream"
 )
 
 func main() {

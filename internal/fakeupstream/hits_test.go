@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"switchyard/internal/testkit/fakeupstream"
+	"switchyard/internal/fakeupstream"
 )
 
 func TestHitLogConcurrent(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"switchyard/internal/testkit/fakeupstream"
+	"switchyard/internal/fakeupstream"
 )
 
 func TestMain(m *testing.M) {

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"switchyard/internal/testkit/fakeupstream"
+	"switchyard/internal/fakeupstream"
 )
 
 func TestScriptLookupOrder(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"switchyard/internal/testkit/fakeupstream"
+	"switchyard/internal/fakeupstream"
 )
 
 func TestJSONModeFaults(t *testing.T) {

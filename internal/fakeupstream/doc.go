@@ -12,7 +12,9 @@
 // *testing.T satisfies) — so linking it into the gateway binary costs nothing.
 //
 // It must not import anything from the gateway (services, handlers, app): a fake that shares
-// code with the thing it tests would share its bugs too.
+// code with the thing it tests would share its bugs too. It lives beside internal/testkit, not in
+// it, because --demo links it into the binary; the test kit is for tests only. TestImportGraph
+// (app/imports_test.go) checks both rules.
 //
 // Behaviour is chosen per request by a Script looked up by (credential, model); see Server.Script
 // and ScriptFile. Every request to /v1 is recorded in a hit log (Server.Hits) whose entries say

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"switchyard/internal/testkit/fakeupstream"
+	"switchyard/internal/fakeupstream"
 )
 
 func TestRetryAfter(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"switchyard/internal/testkit/fakeupstream"
+	"switchyard/internal/fakeupstream"
 )
 
 func TestOpenAIChatJSON(t *testing.T) {
