@@ -740,8 +740,14 @@ func TestDashboardBrowser(t *testing.T) {
 	shown := strings.TrimSpace(brRun(b, chromedp.Text(chromedp.CSS(countdown))))
 	b.do(chromedp.WaitVisible(chromedp.Search(fmt.Sprintf(`//*[@data-testid="%s"]//time[@data-remaining-ms][normalize-space(.)!="%s"]`, lockRow, shown))))
 	b.shot("08-model-cooldowns.png")
-	b.do(chromedp.Navigate(base+"/connections"), chromedp.WaitVisible(brBadge(views.RowID(views.RowConnStatus, bID), "locked")),
+	// One locked model is not the connection locked: fake-b keeps its own
+	// status and shows the count beside it.
+	b.do(chromedp.Navigate(base+"/connections"), chromedp.WaitVisible(brBadge(views.RowID(views.RowConnStatus, bID), "healthy")),
+		chromedp.WaitVisible(brTID(views.RowID(views.RowConnLocks, bID))),
 		chromedp.WaitVisible(brBadge(views.RowID(views.RowConnStatus, aID), "healthy")))
+	if got := strings.TrimSpace(brRun(b, chromedp.Text(chromedp.CSS(`[data-testid="`+views.RowID(views.RowConnLocks, bID)+`"] summary`)))); got != "1 model locked" {
+		t.Errorf("fake-b's locked count %q, want \"1 model locked\"", got)
+	}
 
 	// 9. Re-enable from the Model Cooldowns card with the keyboard.
 	b.step("9 re-enable", brStepTimeout)
