@@ -1394,7 +1394,7 @@ func LogDetail(d LogDetailVM) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 120, "</a></header><div class=\"drawer__body\"><dl class=\"kv\"><dt>Request id</dt><dd class=\"mono break\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 120, "</a></header><div class=\"drawer__body\" tabindex=\"0\" role=\"region\" aria-labelledby=\"log-detail-title\"><dl class=\"kv\"><dt>Request id</dt><dd class=\"mono break\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
