@@ -16,9 +16,10 @@ import (
 // and dry runs. Every other POST, PUT, PATCH and DELETE that succeeds is an
 // admin action.
 var auditSkip = map[string]bool{
-	"/api/resilience/classify":                 true,
-	"/combos/builder":                          true,
-	"/settings/resilience/error-rules/builder": true,
+	"/api/resilience/classify":                   true,
+	"/combos/builder":                            true,
+	"/settings/resilience/error-rules/builder":   true,
+	"/settings/resilience/model-lockout/preview": true,
 }
 
 // maxAuditUserAgent bounds the user agent kept per entry.

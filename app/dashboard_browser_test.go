@@ -40,6 +40,7 @@ const (
 	brAdminPassword = "browser-admin-password-42"
 	brStepTimeout   = 25 * time.Second
 	brTestBudget    = 2 * time.Minute
+	brAuditBudget   = 2 * time.Minute // every page at two widths with axe-core
 )
 
 // brBrowserPath finds Chromium: $SWITCHYARD_CHROMIUM, else chromium, then
@@ -484,12 +485,18 @@ func TestDashboardBrowser(t *testing.T) {
 		chromedp.Click(brTID("setup-submit")),
 		chromedp.WaitVisible(brText(views.SetupFormID, "The two passwords do not match.")))
 	b.shot("01-setup.png")
+	audits := b.auditBare("/setup")
 	b.do(brFill("#password", brAdminPassword), brFill("#confirm", brAdminPassword),
 		chromedp.Click(brTID("setup-submit")),
-		chromedp.WaitVisible(brTID(views.OverviewChecklistID)))
+		chromedp.WaitVisible(brTID(views.OverviewChecklistID)),
+		chromedp.WaitVisible(brToast("Admin password set. Welcome to Switchyard.")))
+	if loc := brRun(b, chromedp.Location()); strings.Contains(loc, "welcome") {
+		t.Errorf("after setup the address still asks for the welcome toast: %s", loc)
+	}
 	b.shot("02-overview-empty.png")
 	b.do(chromedp.Click(brTID(views.LogoutButtonID)), chromedp.WaitVisible(brTID(views.LoginFormID)),
 		chromedp.WaitVisible(brText("login-notice", "Signed out.")))
+	audits = append(audits, b.auditBare("/login")...)
 	b.do(brFill("#password", "not the password"), chromedp.Click(brTID("login-submit")),
 		chromedp.WaitVisible(brText(views.LoginFormID, "Wrong password.")))
 	b.do(brFill("#password", brAdminPassword), chromedp.Click(brTID("login-submit")),
@@ -498,7 +505,9 @@ func TestDashboardBrowser(t *testing.T) {
 	// 2. Add connections through the form.
 	b.step("2 add connections", brStepTimeout)
 	b.do(chromedp.Navigate(base+"/connections"), chromedp.WaitVisible(brTID(views.ConnectionsEmptyID)),
-		chromedp.Click(brTID(views.ConnectionAddID)), chromedp.WaitVisible(brTID(views.ConnectionFormID)))
+		chromedp.Click(brTID(views.ConnectionAddID)), chromedp.WaitVisible(brTID(views.ConnectionFormID)),
+		// The panel that opened takes focus.
+		chromedp.WaitVisible(chromedp.CSS("#"+views.ConnectionPanelID+" :focus")))
 	b.swap("#"+views.ConnectionFieldsID, brChoose(`[data-testid="`+views.ConnectionProviderSelectID+`"]`, views.CustomOpenAI))
 	b.do(brFill("#customId", "fake"), brFill("#name", "fake-b"), brFill("#apiKey", "fk-missing"),
 		brFill("#baseUrl", fu.URL()+"/v1"), brFill("#priority", "0"),
@@ -731,8 +740,14 @@ func TestDashboardBrowser(t *testing.T) {
 	shown := strings.TrimSpace(brRun(b, chromedp.Text(chromedp.CSS(countdown))))
 	b.do(chromedp.WaitVisible(chromedp.Search(fmt.Sprintf(`//*[@data-testid="%s"]//time[@data-remaining-ms][normalize-space(.)!="%s"]`, lockRow, shown))))
 	b.shot("08-model-cooldowns.png")
-	b.do(chromedp.Navigate(base+"/connections"), chromedp.WaitVisible(brBadge(views.RowID(views.RowConnStatus, bID), "locked")),
+	// One locked model is not the connection locked: fake-b keeps its own
+	// status and shows the count beside it.
+	b.do(chromedp.Navigate(base+"/connections"), chromedp.WaitVisible(brBadge(views.RowID(views.RowConnStatus, bID), "healthy")),
+		chromedp.WaitVisible(brTID(views.RowID(views.RowConnLocks, bID))),
 		chromedp.WaitVisible(brBadge(views.RowID(views.RowConnStatus, aID), "healthy")))
+	if got := strings.TrimSpace(brRun(b, chromedp.Text(chromedp.CSS(`[data-testid="`+views.RowID(views.RowConnLocks, bID)+`"] summary`)))); got != "1 model locked" {
+		t.Errorf("fake-b's locked count %q, want \"1 model locked\"", got)
+	}
 
 	// 9. Re-enable from the Model Cooldowns card with the keyboard.
 	b.step("9 re-enable", brStepTimeout)
@@ -799,6 +814,29 @@ func TestDashboardBrowser(t *testing.T) {
 	}
 	b.shot("10b-audit-log.png")
 
+	// Every page at 1280 and 390 px: no sideways scrolling, no serious or
+	// critical axe violation.
+	// The audit has a budget of its own (brAuditBudget): it is a pass over
+	// every page rather than a step of the scenario.
+	b.step("10c layout and accessibility", brStepTimeout)
+	auditStart := time.Now()
+	// A request after the restart, so the Overview chart (in memory) has data.
+	brChat(t, b.sctx, base, secret, "demo", "Hello after the restart")
+	audits = append(audits, b.auditPages(base, brAuditPages(bID, comboID, keyID, rid))...)
+	b.checkAudits(audits)
+	auditTime := time.Since(auditStart)
+	if auditTime > brAuditBudget {
+		t.Errorf("the layout and accessibility audit took %s, budget %s", auditTime.Round(time.Second), brAuditBudget)
+	}
+
+	// Switchyard out of reach: one banner, not a note per polled panel.
+	b.step("10d connection lost", brStepTimeout)
+	b.connectionLost(base)
+
+	// Settings → Resilience: sections, human units, last saves, the preview.
+	b.step("10e resilience layout", brStepTimeout)
+	b.resilienceLayout(base, api)
+
 	// Narrow screens.
 	b.step("11 mobile", brStepTimeout)
 	b.do(chromedp.EmulateViewport(390, 844), chromedp.Navigate(base+"/"), chromedp.WaitVisible(brTID(views.OverviewCountsID)))
@@ -829,8 +867,8 @@ func TestDashboardBrowser(t *testing.T) {
 		}
 	}
 	t.Logf("%d requests, all to the gateway; %d expected validation failures", len(b.requests), b.expectSeen)
-	if d := time.Since(began); d > brTestBudget {
-		t.Errorf("the browser test took %s, budget %s", d.Round(time.Second), brTestBudget)
+	if d := time.Since(began) - auditTime; d > brTestBudget {
+		t.Errorf("the browser test took %s besides the audit, budget %s", d.Round(time.Second), brTestBudget)
 	}
 }
 

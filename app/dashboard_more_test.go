@@ -565,8 +565,9 @@ func TestDashboardConnectionQuotaWindows(t *testing.T) {
 	moreNoSession(t, d, "GET", "/connections/quota-windows")
 }
 
-// moreUnknownQuota is the quota windows cell of a connection never observed.
-const moreUnknownQuota = "5 h unknown | Daily unknown | Weekly unknown | Monthly unknown"
+// moreUnknownQuota is the quota windows cell of a connection never observed
+// (or whose readings all went stale): one line, not one "unknown" per window.
+const moreUnknownQuota = "none reported"
 
 // moreLines is the text of each list item of s, joined by " | ".
 func moreLines(s *goquery.Selection) string {
@@ -723,7 +724,7 @@ func TestDashboardOverviewChartAndFailingTargets(t *testing.T) {
 
 	row := dashFind(t, doc, dashTID(views.RowID(views.RowFailing, "1")))
 	cells := moreCells(row)
-	if !strings.HasPrefix(cells, "fake/bad | conn-0 | "+strconv.Itoa(failed)+" | 503 ") || !strings.HasSuffix(cells, " | View logs") {
+	if !strings.HasPrefix(cells, "fake/bad | conn-0 | "+strconv.Itoa(failed)+" | 503 ") || !strings.HasSuffix(cells, " | View logs of fake/bad on conn-0, last hour") {
 		t.Errorf("failing row %q", cells)
 	}
 	if doc.Find(dashTID(views.RowID(views.RowFailing, "2"))).Length() != 0 {

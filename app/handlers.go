@@ -85,12 +85,13 @@ func (s *Server) newHandlers() *handlerSet {
 		runtime: &handlers.Runtime{Layout: layout, Status: s.status, Engine: s.resilience, Catalogue: s.conns,
 			LeaseAdmin: s.leases, QueueStats: s.rateStore, SlotStats: s.slotStore, Waiting: s.waiting, Keys: s.keys, Clock: s.clock},
 		healthPage: &handlers.Health{Layout: layout, Reports: s, Clock: s.clock},
-		resilience: &handlers.ResilienceSettings{Layout: layout, Settings: s.settingsSvc.Document(), Lockouts: s.resilience, Catalogue: s.conns},
-		flags:      &handlers.Flags{Layout: layout, Flags: s.settingDocs.Flags, Settings: s.settingsSvc, Combos: s.combos, Conns: s.conns},
-		account:    &handlers.Account{Layout: layout, Auth: s.auth, Cookies: s.cookies, ClientIP: clientIP, Clock: s.clock},
-		logs:       &handlers.Logs{Layout: layout, Logs: s.logStore, Conns: s.conns, Keys: s.keys, Clock: s.clock},
-		audit:      &handlers.Audit{Layout: layout, Audit: s.auditStore, Keys: s.keys, Clock: s.clock},
-		prices:     &handlers.Prices{Layout: layout, Settings: s.settingDocs.General, Prices: s.prices, Stats: s.traffic},
+		resilience: &handlers.ResilienceSettings{Layout: layout, Settings: s.settingsSvc.Document(), Lockouts: s.resilience, Catalogue: s.conns,
+			Audit: s.auditStore, Clock: s.clock},
+		flags:   &handlers.Flags{Layout: layout, Flags: s.settingDocs.Flags, Settings: s.settingsSvc, Combos: s.combos, Conns: s.conns},
+		account: &handlers.Account{Layout: layout, Auth: s.auth, Cookies: s.cookies, ClientIP: clientIP, Clock: s.clock},
+		logs:    &handlers.Logs{Layout: layout, Logs: s.logStore, Conns: s.conns, Keys: s.keys, Clock: s.clock},
+		audit:   &handlers.Audit{Layout: layout, Audit: s.auditStore, Keys: s.keys, Clock: s.clock},
+		prices:  &handlers.Prices{Layout: layout, Settings: s.settingDocs.General, Prices: s.prices, Stats: s.traffic},
 	}
 }
 

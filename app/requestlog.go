@@ -6,6 +6,7 @@ import (
 	"switchyard/services"
 	"switchyard/services/gateway"
 	"switchyard/services/requestlog"
+	"switchyard/services/resilience"
 	"switchyard/services/stats"
 )
 
@@ -56,7 +57,26 @@ func (l logSink) Record(r *gateway.LogRecord) {
 	for i, a := range r.AttemptLog {
 		e.AttemptLog[i] = services.AttemptRecord{Seq: a.Seq, TargetID: a.TargetID, Provider: a.Provider, Model: a.Model,
 			ConnectionID: a.ConnectionID, Outcome: a.Outcome, Detail: a.Detail, UpstreamStatus: a.UpstreamStatus,
-			ErrorCode: a.ErrorCode, RetryHintSource: a.HintSource, LatencyMs: a.LatencyMs}
+			ErrorCode: a.ErrorCode, RetryHintSource: a.HintSource, LatencyMs: a.LatencyMs, StartOffsetMs: a.StartOffset.Milliseconds(),
+			HintMs: a.HintMs, Effects: attemptEffects(a.Effects)}
 	}
+	// Never nil: a nil Waits marks the rows written before the timeline was.
+	e.Waits = append([]services.WaitRecord{}, r.Waits...)
 	l.w.Add(e)
+}
+
+// attemptEffects converts the state changes of a failed attempt; nil when
+// it applied none (every successful attempt).
+func attemptEffects(in []resilience.Effect) []services.AttemptEffect {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]services.AttemptEffect, len(in))
+	for i, f := range in {
+		out[i] = services.AttemptEffect{Kind: f.Kind, LockKey: f.LockKey, TerminalStatus: f.TerminalStatus}
+		if !f.Until.IsZero() {
+			out[i].UntilMs = f.Until.UnixMilli()
+		}
+	}
+	return out
 }

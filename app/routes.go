@@ -224,6 +224,7 @@ func (s *Server) routes() *echo.Echo {
 	// Settings → Resilience (§6.9).
 	dash.GET("/settings/resilience", h.resilience.Show)
 	dash.POST("/settings/resilience/error-rules/builder", h.resilience.RulesBuilder)
+	dash.POST("/settings/resilience/model-lockout/preview", h.resilience.LockoutPreview) // views.LockoutPreviewURL
 	dash.GET("/settings/resilience/:section", h.resilience.Card)
 	dash.POST("/settings/resilience/:section", h.resilience.Update)
 	dash.PUT("/settings/resilience/:section", h.resilience.Update)

@@ -330,11 +330,13 @@ func TestRuntimeModelLockoutReEnable(t *testing.T) {
 		t.Errorf("incident badge %q", got)
 	}
 
-	// Connections: status locked, "1 model locked" expands to the model with Re-enable.
+	// Connections: the status stays the connection's own (one locked model
+	// is not the connection locked); "1 model locked" beside it expands to
+	// the model with Re-enable.
 	st := dashParse(t, d.do("GET", "/connections/statuses", nil, true, http.StatusOK))
 	status := dashFind(t, st, "#"+views.RowID(views.RowConnStatus, a.ID))
-	if got := rtText(status.Find(".badge")); got != "locked" {
-		t.Errorf("status %q, want locked", got)
+	if got := rtText(status.Find(".badge")); got != "healthy" {
+		t.Errorf("status %q, want healthy next to the locked-model count", got)
 	}
 	list := dashFind(t, st, dashTID(views.RowID(views.RowConnLocks, a.ID)))
 	if got := rtText(list.Find("summary")); got != "1 model locked" {

@@ -65,11 +65,14 @@ type logJSON struct {
 
 // logEffectJSON is one state change an attempt caused (§8 effects[]).
 type logEffectJSON struct {
-	Kind string `json:"kind"`
+	Kind           string  `json:"kind"`
+	Until          *string `json:"until,omitempty"`
+	LockKey        *string `json:"lockKey,omitempty"`
+	TerminalStatus *string `json:"terminalStatus,omitempty"`
 }
 
-// logAttemptJSON is one attempt of the timeline. The request log stores no
-// start offset, hint length or effects yet: they are null and [] until it does.
+// logAttemptJSON is one attempt of the timeline. startOffsetMs is null on
+// rows logged before start offsets were recorded.
 type logAttemptJSON struct {
 	Index         int             `json:"index"`
 	Target        string          `json:"target"`
@@ -85,10 +88,25 @@ type logAttemptJSON struct {
 	Effects       []logEffectJSON `json:"effects"`
 }
 
-// logWaitJSON is one cooldown-aware wait (§8 waits[]).
+// logWaitJSON is one wait (§8 waits[]): kind combo or single (a
+// cooldown-aware wait), retry_delay, slot or queue.
 type logWaitJSON struct {
-	Kind     string `json:"kind"`
-	WaitedMs int64  `json:"waitedMs"`
+	Kind          string `json:"kind"`
+	Reason        string `json:"reason"`
+	Target        string `json:"target"`
+	StartOffsetMs int64  `json:"startOffsetMs"`
+	WaitedMs      int64  `json:"waitedMs"`
+}
+
+// logTimelineJSON sums the timeline: attemptsMs + waitsMs + gapsMs =
+// totalMs (the request's latencyMs); gapsMs is time inside the gateway
+// between them. recorded is false on rows logged before waits were.
+type logTimelineJSON struct {
+	Recorded   bool  `json:"recorded"`
+	TotalMs    int64 `json:"totalMs"`
+	AttemptsMs int64 `json:"attemptsMs"`
+	WaitsMs    int64 `json:"waitsMs"`
+	GapsMs     int64 `json:"gapsMs"`
 }
 
 // logDetailJSON is GET /api/logs/{id}: the list fields, the attempt
@@ -98,6 +116,7 @@ type logDetailJSON struct {
 	logJSON
 	AttemptLog          []logAttemptJSON       `json:"attemptLog"`
 	Waits               []logWaitJSON          `json:"waits"`
+	Timeline            logTimelineJSON        `json:"timeline"`
 	RequestHeaders      map[string]string      `json:"requestHeaders"`
 	ResponseHeaders     map[string]string      `json:"responseHeaders"`
 	RequestBody         *services.CapturedBody `json:"requestBody"`
@@ -135,14 +154,35 @@ func presentLog(e services.RequestLogEntry) logJSON {
 
 func presentLogDetail(e services.RequestLogEntry) logDetailJSON {
 	out := logDetailJSON{logJSON: presentLog(e), AttemptLog: make([]logAttemptJSON, 0, len(e.AttemptLog)), Waits: []logWaitJSON{}}
+	tl := e.Timeline()
+	out.Timeline = logTimelineJSON{Recorded: tl.Recorded, TotalMs: tl.TotalMs, AttemptsMs: tl.AttemptsMs, WaitsMs: tl.WaitsMs, GapsMs: tl.GapsMs}
 	for _, a := range e.AttemptLog {
 		at := logAttemptJSON{Index: a.Seq, Target: a.Provider + "/" + a.Model, ConnectionID: a.ConnectionID, DurationMs: a.LatencyMs,
 			Status: a.UpstreamStatus, Detail: nullIfZero(a.Detail), ErrorCode: nullIfZero(a.ErrorCode),
-			HintSource: nullIfZero(a.RetryHintSource), Effects: []logEffectJSON{}}
+			HintSource: nullIfZero(a.RetryHintSource), Effects: make([]logEffectJSON, 0, len(a.Effects))}
 		if a.Outcome != "success" {
 			at.Reason = nullIfZero(a.Outcome)
 		}
+		if tl.Recorded {
+			off := a.StartOffsetMs
+			at.StartOffsetMs = &off
+		}
+		if a.HintMs > 0 {
+			hint := a.HintMs
+			at.HintMs = &hint
+		}
+		for _, f := range a.Effects {
+			ef := logEffectJSON{Kind: f.Kind, LockKey: nullIfZero(f.LockKey), TerminalStatus: nullIfZero(f.TerminalStatus)}
+			if f.UntilMs != 0 {
+				until := apiInstant(time.UnixMilli(f.UntilMs))
+				ef.Until = &until
+			}
+			at.Effects = append(at.Effects, ef)
+		}
 		out.AttemptLog = append(out.AttemptLog, at)
+	}
+	for _, w := range e.Waits {
+		out.Waits = append(out.Waits, logWaitJSON{Kind: w.Kind, Reason: w.Reason, Target: w.Target, StartOffsetMs: w.StartOffsetMs, WaitedMs: w.WaitedMs})
 	}
 	if b := e.Bodies; b != nil {
 		out.RequestBody, out.UpstreamRequestBody, out.ResponseBody = b.Request, b.UpstreamRequest, b.Response

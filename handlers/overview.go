@@ -66,6 +66,11 @@ func (h *Overview) Show(c echo.Context) error {
 	vm := views.NewOverviewVM(len(conns), len(combos), len(keys), active, used, baseURL(c.Request()),
 		views.ExampleModel(combos, conns, h.Conns.Catalogue().All()))
 	vm.Stats = stats
+	// First-run setup redirects here with ?welcome=1 (a toast in the
+	// HX-Trigger of a 303 would be lost with the redirect).
+	if c.QueryParam("welcome") == "1" {
+		return h.pageFlash(c, http.StatusOK, "Overview", "/", views.OverviewPage(vm), views.WelcomeFlash)
+	}
 	return h.page(c, http.StatusOK, "Overview", "/", views.OverviewPage(vm))
 }
 

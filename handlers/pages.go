@@ -32,6 +32,17 @@ func (l Layout) page(c echo.Context, status int, title, active string, content t
 	return l.pageParts(c, status, title, active, content, content)
 }
 
+// pageFlash is page with a toast rendered into the layout (a message that
+// survived a redirect); htmx requests get the content alone, as with page.
+func (l Layout) pageFlash(c echo.Context, status int, title, active string, content templ.Component, flash views.FlashVM) error {
+	vm := l.vm(title, active)
+	vm.Flash = &flash
+	full := templ.ComponentFunc(func(ctx contextT, w writerT) error {
+		return views.Layout(vm).Render(templ.WithChildren(ctx, content), w)
+	})
+	return render(c, status, content, full)
+}
+
 // pageParts renders fragment for htmx and, for every other request, the page
 // content inside the layout (a panel opened directly shows the whole page).
 func (l Layout) pageParts(c echo.Context, status int, title, active string, fragment, content templ.Component) error {

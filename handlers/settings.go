@@ -50,6 +50,9 @@ type ResilienceSettings struct {
 	// Lockouts feeds the Model lockout card's count (nil shows none).
 	Lockouts  LockoutCounter
 	Catalogue Catalogue
+	// Audit and Clock give each card its last save (nil: the cards show none).
+	Audit services.AuditStore
+	Clock services.Clock
 }
 
 // settingsData reads the current document, its sources and revision, and
@@ -261,10 +264,14 @@ func (h *ResilienceSettings) resiliencePage(c echo.Context, status int, data vie
 		}
 		cards = append(cards, views.NewSettingsCardVM(def, data, nil))
 	}
+	saves := h.lastSaves(c.Request().Context())
+	withSaves(cards, saves)
 	page := views.ResiliencePage(cards)
 	fragment := page
 	if card != nil {
-		fragment = views.SettingsCard(*card)
+		one := []views.SettingsCardVM{*card}
+		withSaves(one, saves)
+		fragment = views.SettingsCard(one[0])
 	}
 	return h.pageParts(c, status, resilienceTitle, resilienceHref, fragment, page)
 }
@@ -354,6 +361,15 @@ func (h *ResilienceSettings) Update(c echo.Context) error {
 		fresh := h.settingsData()
 		card := views.NewSettingsCardVM(def, fresh, nil)
 		card.Saved = true
+		if h.Clock != nil {
+			// This save is not in the audit log yet (it is written in batches).
+			kind, name := services.AuditActorSession, ""
+			if k, ok := APIKeyOf(c); ok {
+				kind, name = services.AuditActorKey, k.Name
+			}
+			saved := savedBy(h.Clock.Now(), kind, name, h.Clock.Now())
+			card.LastSaved = &saved
+		}
 		for _, other := range views.SettingsCardDefs {
 			if other.Section != def.Section {
 				card.OOBRevisions = append(card.OOBRevisions, other.Section)

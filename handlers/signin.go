@@ -75,7 +75,8 @@ func (h *Setup) Create(c echo.Context) error {
 	if err := h.Cookies.Issue(c, sid); err != nil {
 		return err
 	}
-	toast(c, "success", "Admin password set. Welcome to Switchyard.")
+	// The Overview shows the welcome toast for ?welcome=1; an htmx caller
+	// following HX-Redirect loads that page too.
 	return redirect(c, "/?welcome=1")
 }
 

@@ -47,6 +47,9 @@ type RequestLogRow struct {
 	// the attempts were dispatched to (the connection and provider filters).
 	AttemptedConnections string
 	AttemptedProviders   string
+	// Waits is the JSON array of the request's waits (migration 0008); nil
+	// on rows written before the timeline was recorded.
+	Waits *string
 }
 
 func (RequestLogRow) TableName() string { return "request_logs" }

@@ -28,10 +28,10 @@ const requestLogColumns = "id, created_at, client_request_id, api_key_id, api_ke
 	"provider, model, connection_id, upstream_format, status, outcome, error_code, attempts, attempt_log, " +
 	"prompt_tokens, cached_tokens, cache_write_tokens, completion_tokens, reasoning_tokens, latency_ms, ttft_ms, " +
 	"upstream_latency_ms, warnings, affinity_hit, lease_managed, emergency_fallback, bodies_captured, bodies, " +
-	"estimated_cost_nano_usd, attempted_connections, attempted_providers"
+	"estimated_cost_nano_usd, attempted_connections, attempted_providers, waits"
 
 // requestLogColumnCount is the number of names in requestLogColumns.
-const requestLogColumnCount = 42
+const requestLogColumnCount = 43
 
 // purgeChunk bounds how long one retention DELETE holds the single write connection.
 const purgeChunk = 5000
@@ -66,7 +66,7 @@ var (
 var requestLogInsert = &sqlitefast.Insert{Prefix: "INSERT INTO request_logs (" + requestLogColumns + ") VALUES ",
 	Columns: requestLogColumnCount, Suffix: " ON CONFLICT (id) DO NOTHING"}
 
-// fallbackBatchRows bounds the rows of one GORM INSERT (42 columns each,
+// fallbackBatchRows bounds the rows of one GORM INSERT (43 columns each,
 // well under SQLite's 32766 bound parameters).
 const fallbackBatchRows = 64
 
@@ -151,7 +151,7 @@ func (s *RequestLogStore) writeGORM(ctx context.Context, entries []services.Requ
 	})
 }
 
-// pgBatchRows bounds the rows of one PostgreSQL INSERT (42 bound
+// pgBatchRows bounds the rows of one PostgreSQL INSERT (43 bound
 // parameters each, far under the protocol's 65,535).
 const pgBatchRows = 256
 
@@ -204,7 +204,7 @@ func (s *RequestLogStore) writePostgres(ctx context.Context, rows []RequestLogRo
 					r.ErrorCode, r.Attempts, r.AttemptLog, r.PromptTokens, r.CachedTokens, r.CacheWriteTokens,
 					r.CompletionTokens, r.ReasoningTokens, r.LatencyMs, r.TtftMs, r.UpstreamLatencyMs, r.Warnings,
 					r.AffinityHit, r.LeaseManaged, r.EmergencyFallback, r.BodiesCaptured, r.Bodies,
-					r.EstimatedCostNanoUSD, r.AttemptedConnections, r.AttemptedProviders)
+					r.EstimatedCostNanoUSD, r.AttemptedConnections, r.AttemptedProviders, r.Waits)
 			}
 			// Straight to the transaction's connection: GORM's statement
 			// builder would walk the ~10,000 values once more.
@@ -446,6 +446,11 @@ func (r RequestLogRow) domain() services.RequestLogEntry {
 	if err := json.Unmarshal([]byte(r.AttemptLog), &e.AttemptLog); err != nil || e.AttemptLog == nil {
 		e.AttemptLog = []services.AttemptRecord{}
 	}
+	if r.Waits != nil {
+		if err := json.Unmarshal([]byte(*r.Waits), &e.Waits); err != nil || e.Waits == nil {
+			e.Waits = []services.WaitRecord{}
+		}
+	}
 	if err := json.Unmarshal([]byte(r.Warnings), &e.Warnings); err != nil || e.Warnings == nil {
 		e.Warnings = []string{}
 	}
@@ -519,6 +524,13 @@ func encodeRequestLogs(b *sqlitefast.Batch, entries []services.RequestLogEntry) 
 		off = len(b.Text)
 		b.Text = appendAttempted(b.Text, x.AttemptLog, attemptProvider)
 		b.Span(off)
+		if x.Waits == nil {
+			b.Null()
+		} else {
+			off = len(b.Text)
+			b.Text = appendWaits(b.Text, x.Waits)
+			b.Span(off)
+		}
 	}
 	if len(b.Params) != len(entries)*requestLogColumnCount {
 		return fmt.Errorf("encoded %d values for %d rows of %d columns", len(b.Params), len(entries), requestLogColumnCount)
@@ -556,6 +568,12 @@ func requestLogRows(entries []services.RequestLogEntry) []RequestLogRow {
 		attemptedConns := string(buf)
 		buf = appendAttempted(buf[:0], x.AttemptLog, attemptProvider)
 		attemptedProviders := string(buf)
+		var waits *string
+		if x.Waits != nil {
+			buf = appendWaits(buf[:0], x.Waits)
+			w := string(buf)
+			waits = &w
+		}
 		rows[i] = RequestLogRow{ID: x.ID, CreatedAt: x.CreatedAt.UnixMilli(), ClientRequestID: x.ClientRequestID,
 			APIKeyID: x.APIKeyID, APIKeyName: x.APIKeyName, APIKeyPrefix: x.APIKeyPrefix, Method: method,
 			Endpoint: x.Endpoint, InboundFormat: x.InboundFormat, Stream: x.Stream, StreamOutcome: x.StreamOutcome,
@@ -567,7 +585,7 @@ func requestLogRows(entries []services.RequestLogEntry) []RequestLogRow {
 			LatencyMs: x.LatencyMs, TtftMs: x.TtftMs, UpstreamLatencyMs: x.UpstreamLatencyMs, Warnings: warnings,
 			AffinityHit: x.AffinityHit, LeaseManaged: x.LeaseManaged, EmergencyFallback: x.EmergencyFallback,
 			BodiesCaptured: x.BodiesCaptured, Bodies: bodies, EstimatedCostNanoUSD: cost,
-			AttemptedConnections: attemptedConns, AttemptedProviders: attemptedProviders}
+			AttemptedConnections: attemptedConns, AttemptedProviders: attemptedProviders, Waits: waits}
 	}
 	return rows
 }
@@ -594,6 +612,49 @@ func appendAttemptLog(b []byte, log []services.AttemptRecord) []byte {
 		b = appendJSONString(append(b, `,"errorCode":`...), a.ErrorCode)
 		b = appendJSONString(append(b, `,"retryHintSource":`...), a.RetryHintSource)
 		b = strconv.AppendInt(append(b, `,"latencyMs":`...), a.LatencyMs, 10)
+		b = strconv.AppendInt(append(b, `,"startOffsetMs":`...), a.StartOffsetMs, 10)
+		b = strconv.AppendInt(append(b, `,"hintMs":`...), a.HintMs, 10)
+		b = append(b, `,"effects":`...)
+		if a.Effects == nil {
+			b = append(b, "null"...)
+		} else {
+			b = appendEffects(b, a.Effects)
+		}
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}
+
+// appendEffects appends an attempt's effects as a JSON array.
+func appendEffects(b []byte, effects []services.AttemptEffect) []byte {
+	b = append(b, '[')
+	for i := range effects {
+		f := &effects[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(append(b, `{"kind":`...), f.Kind)
+		b = strconv.AppendInt(append(b, `,"untilMs":`...), f.UntilMs, 10)
+		b = appendJSONString(append(b, `,"lockKey":`...), f.LockKey)
+		b = appendJSONString(append(b, `,"terminalStatus":`...), f.TerminalStatus)
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}
+
+// appendWaits appends a request's waits as a JSON array.
+func appendWaits(b []byte, waits []services.WaitRecord) []byte {
+	b = append(b, '[')
+	for i := range waits {
+		w := &waits[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(append(b, `{"kind":`...), w.Kind)
+		b = appendJSONString(append(b, `,"reason":`...), w.Reason)
+		b = appendJSONString(append(b, `,"target":`...), w.Target)
+		b = strconv.AppendInt(append(b, `,"startOffsetMs":`...), w.StartOffsetMs, 10)
+		b = strconv.AppendInt(append(b, `,"waitedMs":`...), w.WaitedMs, 10)
 		b = append(b, '}')
 	}
 	return append(b, ']')

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -48,9 +49,13 @@ func fullEntry() services.RequestLogEntry {
 		Outcome: services.RequestOutcomeFailover, ErrorCode: "", Attempts: 2,
 		AttemptLog: []services.AttemptRecord{
 			{Seq: 0, TargetID: "t1", Provider: "openai", Model: "gpt-4o-mini", ConnectionID: "c_7", Outcome: "rate_limit",
-				Detail: "tpm", UpstreamStatus: 429, ErrorCode: "rate_limited", RetryHintSource: "retry-after", LatencyMs: 410},
-			{Seq: 1, TargetID: "t3", Provider: "glm", Model: "glm-4.6", ConnectionID: "c_2", Outcome: "success", UpstreamStatus: 200, LatencyMs: 4815},
+				Detail: "tpm", UpstreamStatus: 429, ErrorCode: "rate_limited", RetryHintSource: "retry-after", LatencyMs: 410,
+				StartOffsetMs: 2, HintMs: 20000, Effects: []services.AttemptEffect{
+					{Kind: "connection_cooldown", UntilMs: logT0.Add(68 * time.Second).UnixMilli()}, {Kind: "breaker_counted"}}},
+			{Seq: 1, TargetID: "t3", Provider: "glm", Model: "glm-4.6", ConnectionID: "c_2", Outcome: "success", UpstreamStatus: 200, LatencyMs: 4815,
+				StartOffsetMs: 415},
 		},
+		Waits:        []services.WaitRecord{{Kind: services.WaitKindQueue, Reason: "request_queue", Target: "c_2", StartOffsetMs: 412, WaitedMs: 3}},
 		PromptTokens: 1200, CachedTokens: 300, CacheWriteTokens: 20, CompletionTokens: 310, ReasoningTokens: 40,
 		LatencyMs: 5230, TtftMs: &ttft, UpstreamLatencyMs: 4815, Warnings: []string{"param_dropped:logprobs"},
 		AffinityHit: true, LeaseManaged: true, EmergencyFallback: true, BodiesCaptured: true,
@@ -104,8 +109,10 @@ func TestRequestLogRoundTrip(t *testing.T) {
 		t.Fatalf("stored minimal row = %+v", raw)
 	}
 	db.Raw("SELECT attempt_log FROM request_logs WHERE id = ?", full.ID).Scan(&raw.AttemptLog)
-	const first = `{"seq":0,"targetId":"t1","provider":"openai","model":"gpt-4o-mini","connectionId":"c_7","outcome":"rate_limit",` +
-		`"detail":"tpm","upstreamStatus":429,"errorCode":"rate_limited","retryHintSource":"retry-after","latencyMs":410}`
+	first := `{"seq":0,"targetId":"t1","provider":"openai","model":"gpt-4o-mini","connectionId":"c_7","outcome":"rate_limit",` +
+		`"detail":"tpm","upstreamStatus":429,"errorCode":"rate_limited","retryHintSource":"retry-after","latencyMs":410,` +
+		`"startOffsetMs":2,"hintMs":20000,"effects":[{"kind":"connection_cooldown","untilMs":` + strconv.FormatInt(logT0.Add(68*time.Second).UnixMilli(), 10) +
+		`,"lockKey":"","terminalStatus":""},{"kind":"breaker_counted","untilMs":0,"lockKey":"","terminalStatus":""}]}`
 	if raw.AttemptLog[:len(first)+1] != "["+first {
 		t.Fatalf("stored attempt_log = %s", raw.AttemptLog)
 	}
@@ -781,7 +788,8 @@ func TestRequestLogJSONColumnsMatchEncodingJSON(t *testing.T) {
 		}
 		odd = append(odd, string(b))
 	}
-	fill := func(v reflect.Value, s string, n int) {
+	var fill func(v reflect.Value, s string, n int)
+	fill = func(v reflect.Value, s string, n int) {
 		for i := range v.NumField() {
 			switch f := v.Field(i); f.Kind() {
 			case reflect.String:
@@ -790,6 +798,13 @@ func TestRequestLogJSONColumnsMatchEncodingJSON(t *testing.T) {
 				f.SetInt(int64(n*31 + i - 40))
 			case reflect.Bool:
 				f.SetBool((n+i)%2 == 0)
+			case reflect.Slice: // nil, empty or two filled elements
+				if k := (n + i) % 3; k > 0 {
+					f.Set(reflect.MakeSlice(f.Type(), 2*(k-1), 2*(k-1)))
+					for j := range f.Len() {
+						fill(f.Index(j), s, n+j)
+					}
+				}
 			default:
 				t.Fatalf("%s.%s: no test value for %s", v.Type(), v.Type().Field(i).Name, f.Kind())
 			}
@@ -803,6 +818,12 @@ func TestRequestLogJSONColumnsMatchEncodingJSON(t *testing.T) {
 			var rec services.AttemptRecord
 			fill(reflect.ValueOf(&rec).Elem(), str, i+a)
 			e.AttemptLog = append(e.AttemptLog, rec)
+		}
+		if i%3 != 1 {
+			e.Waits = make([]services.WaitRecord, i%3)
+			for w := range e.Waits {
+				fill(reflect.ValueOf(&e.Waits[w]).Elem(), str, i+w)
+			}
 		}
 		if i%4 != 3 {
 			e.Bodies = &services.CapturedBodies{}
@@ -822,8 +843,9 @@ func TestRequestLogJSONColumnsMatchEncodingJSON(t *testing.T) {
 			AttemptLog string
 			Warnings   string
 			Bodies     *string
+			Waits      *string
 		}
-		if err := db.Raw("SELECT attempt_log, warnings, bodies FROM request_logs WHERE id = ?", e.ID).Scan(&got).Error; err != nil {
+		if err := db.Raw("SELECT attempt_log, warnings, bodies, waits FROM request_logs WHERE id = ?", e.ID).Scan(&got).Error; err != nil {
 			t.Fatal(err)
 		}
 		attempts := e.AttemptLog
@@ -834,13 +856,14 @@ func TestRequestLogJSONColumnsMatchEncodingJSON(t *testing.T) {
 			col string
 			got *string
 			v   any
-		}{{"attempt_log", &got.AttemptLog, attempts}, {"warnings", &got.Warnings, e.Warnings}, {"bodies", got.Bodies, e.Bodies}} {
+		}{{"attempt_log", &got.AttemptLog, attempts}, {"warnings", &got.Warnings, e.Warnings}, {"bodies", got.Bodies, e.Bodies},
+			{"waits", got.Waits, e.Waits}} {
 			want, err := json.Marshal(c.v)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if c.got == nil {
-				if e.Bodies != nil {
+				if c.col == "waits" && e.Waits != nil || c.col == "bodies" && e.Bodies != nil {
 					t.Errorf("%s %s is NULL, want %s", e.ID, c.col, want)
 				}
 				continue

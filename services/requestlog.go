@@ -84,6 +84,12 @@ type RequestLogEntry struct {
 	// Attempts is the number of dispatches; AttemptLog details them.
 	Attempts   int
 	AttemptLog []AttemptRecord
+	// Waits are the times the request spent waiting between or before its
+	// attempts (cooldown-aware waits, retry delays, slot and queue waits),
+	// so that attempts + waits + the gaps between them add up to LatencyMs.
+	// nil on rows written before the timeline was recorded (their attempts
+	// have no start offsets); empty when the request never waited.
+	Waits []WaitRecord
 	// Token counts as reported by the upstream.
 	PromptTokens     int64
 	CachedTokens     int64
@@ -134,8 +140,58 @@ type AttemptRecord struct {
 	ErrorCode      string `json:"errorCode"`
 	// RetryHintSource names where a retry hint came from (20-resilience §1.5), empty when none.
 	RetryHintSource string `json:"retryHintSource"`
-	// LatencyMs is the attempt's duration in milliseconds.
+	// LatencyMs is the attempt's duration in milliseconds, from its
+	// admission (after any slot or queue wait) to its last byte.
 	LatencyMs int64 `json:"latencyMs"`
+	// StartOffsetMs is when the attempt started, in milliseconds after the
+	// request was received (meaningless on rows written before it was
+	// recorded: their entry's Waits is nil).
+	StartOffsetMs int64 `json:"startOffsetMs"`
+	// HintMs is the retry hint the upstream gave (RetryHintSource says
+	// where), 0 when none.
+	HintMs int64 `json:"hintMs"`
+	// Effects are the state changes the attempt's failure applied.
+	Effects []AttemptEffect `json:"effects"`
+}
+
+// AttemptEffect is one state change a failed attempt applied (40-admin-api
+// §8 effects[]): kind connection_cooldown or model_lockout (until UntilMs),
+// terminal (TerminalStatus), breaker_counted, breaker_opened, window_gate,
+// egress_lock.
+type AttemptEffect struct {
+	Kind string `json:"kind"`
+	// UntilMs is the Unix time in milliseconds the cooldown or lockout
+	// ends, 0 when the effect has no end.
+	UntilMs        int64  `json:"untilMs"`
+	LockKey        string `json:"lockKey"`
+	TerminalStatus string `json:"terminalStatus"`
+}
+
+// Kinds of WaitRecord. A cooldown-aware wait (20-resilience §9) is combo or
+// single, as 40-admin-api §8 names it.
+const (
+	WaitKindCombo      = "combo"
+	WaitKindSingle     = "single"
+	WaitKindRetryDelay = "retry_delay"
+	WaitKindSlot       = "slot"
+	WaitKindQueue      = "queue"
+)
+
+// WaitRecord is one wait of a request (request log waits[]).
+type WaitRecord struct {
+	// Kind is one of the WaitKind constants.
+	Kind string `json:"kind"`
+	// Reason says what the request waited for: for a cooldown wait or a
+	// retry delay the failure reason of the last attempt ("rate_limit", …),
+	// for a slot wait "max_concurrent", for a queue wait "request_queue".
+	Reason string `json:"reason"`
+	// Target is what the wait was on: the requested model or combo, or the
+	// connection id of a slot or queue wait.
+	Target string `json:"target"`
+	// StartOffsetMs is when the wait started, in milliseconds after the
+	// request was received; WaitedMs how long it lasted.
+	StartOffsetMs int64 `json:"startOffsetMs"`
+	WaitedMs      int64 `json:"waitedMs"`
 }
 
 // CapturedBodies are the bodies recorded while logging.captureBodies is on,
@@ -277,4 +333,95 @@ func ParseRequestLogCursor(s string) (RequestLogCursor, error) {
 		return RequestLogCursor{}, errBadCursor
 	}
 	return RequestLogCursor{CreatedAt: time.UnixMilli(c.T).UTC(), ID: c.ID}, nil
+}
+
+// Kinds of TimelineRow.
+const (
+	TimelineAttempt = "attempt"
+	TimelineWait    = "wait"
+	// TimelineGap is time inside the gateway between the rows around it:
+	// reading and routing the request, picking the next target, writing
+	// the answer.
+	TimelineGap = "gap"
+)
+
+// TimelineRow is one row of a request's timeline: an attempt, a wait, or
+// the gap before the next of them (or before the end).
+type TimelineRow struct {
+	Kind          string
+	StartOffsetMs int64
+	DurationMs    int64
+	// Attempt or Wait is the row's record (nil for a gap).
+	Attempt *AttemptRecord
+	Wait    *WaitRecord
+}
+
+// Timeline is a request's attempts and waits in time order with the gaps
+// between them, so that AttemptsMs + WaitsMs + GapsMs = TotalMs. Offsets
+// and durations are truncated to milliseconds from the same origin, so a
+// row never reaches past the next one and the sum is exact; should rows
+// overlap anyway, the overlap is not counted as a gap.
+type Timeline struct {
+	// Recorded is false for rows logged before start offsets and waits
+	// were recorded: Rows then lists the attempts without gaps.
+	Recorded                             bool
+	Rows                                 []TimelineRow
+	TotalMs, AttemptsMs, WaitsMs, GapsMs int64
+}
+
+// Timeline orders e's attempts and waits by start offset and fills the
+// gaps between them up to LatencyMs.
+func (e *RequestLogEntry) Timeline() Timeline {
+	tl := Timeline{Recorded: e.Waits != nil, TotalMs: e.LatencyMs}
+	rows := make([]TimelineRow, 0, len(e.AttemptLog)+len(e.Waits))
+	for i := range e.AttemptLog {
+		a := &e.AttemptLog[i]
+		rows = append(rows, TimelineRow{Kind: TimelineAttempt, StartOffsetMs: a.StartOffsetMs, DurationMs: a.LatencyMs, Attempt: a})
+		tl.AttemptsMs += a.LatencyMs
+	}
+	if !tl.Recorded {
+		tl.Rows = rows
+		return tl
+	}
+	for i := range e.Waits {
+		w := &e.Waits[i]
+		rows = append(rows, TimelineRow{Kind: TimelineWait, StartOffsetMs: w.StartOffsetMs, DurationMs: w.WaitedMs, Wait: w})
+		tl.WaitsMs += w.WaitedMs
+	}
+	sortTimeline(rows)
+	var at int64
+	out := make([]TimelineRow, 0, 2*len(rows)+1)
+	gap := func(to int64) {
+		if to > at {
+			out = append(out, TimelineRow{Kind: TimelineGap, StartOffsetMs: at, DurationMs: to - at})
+			tl.GapsMs += to - at
+		}
+	}
+	for _, r := range rows {
+		gap(r.StartOffsetMs)
+		out = append(out, r)
+		at = max(at, r.StartOffsetMs+r.DurationMs)
+	}
+	gap(tl.TotalMs)
+	tl.Rows = out
+	return tl
+}
+
+// sortTimeline orders rows by start offset, then by end: of two rows
+// starting in the same millisecond the one that ended first came first
+// (an attempt answered within a millisecond, then the wait after it).
+// Stable, so equal rows keep their attempts-then-waits order.
+func sortTimeline(rows []TimelineRow) {
+	for i := 1; i < len(rows); i++ {
+		for j := i; j > 0 && timelineBefore(rows[j], rows[j-1]); j-- {
+			rows[j], rows[j-1] = rows[j-1], rows[j]
+		}
+	}
+}
+
+func timelineBefore(a, b TimelineRow) bool {
+	if a.StartOffsetMs != b.StartOffsetMs {
+		return a.StartOffsetMs < b.StartOffsetMs
+	}
+	return a.StartOffsetMs+a.DurationMs < b.StartOffsetMs+b.DurationMs
 }

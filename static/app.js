@@ -14,11 +14,14 @@
  *   4. Copy buttons: <button data-copy-target="id"> copies that element's value or text.
  *   5. Polling: requests from [data-poll] elements are cancelled while the tab is hidden, each
  *      [data-poll] element gets a "refresh" event when the tab shows again, and a failed poll
- *      marks its element .is-stale with a .stale-note until the next success.
+ *      marks its element .is-stale with a .stale-note until the next success. When Switchyard
+ *      cannot be reached at all (a network error, not an error answer), one "connection lost"
+ *      banner replaces the per-region notes until the next request gets through.
  *   6. Focus: [data-drawer] takes focus, keeps Tab inside and closes on Esc or
  *      [data-drawer-close], returning focus to what opened it; [data-autofocus] in new content
  *      takes focus (the Cancel button of a confirmation panel); [data-dismiss] removes its
- *      closest [data-dismissible] ancestor (the one-time secret panel).
+ *      closest [data-dismissible] ancestor (the one-time secret panel); a swapped-in
+ *      [data-dismissible] panel without [data-autofocus] takes focus on its heading.
  */
 (function () {
   "use strict";
@@ -31,6 +34,8 @@
   const EXPIRED_TEXT = "expired — eligible on next request";
   const STALE_TEXT = "Couldn't refresh — retrying";
   const SEND_ERROR_TEXT = "Couldn't reach Switchyard. Check the connection and try again.";
+  const OFFLINE_ID = "connection-lost";
+  const OFFLINE_TEXT = "Connection to Switchyard lost. The page keeps its last data and retries.";
 
   const SVG_NS = "http://www.w3.org/2000/svg";
   const FOCUSABLE = [
@@ -537,13 +542,56 @@
     }
   }
 
-  document.addEventListener("htmx:sendError", function (e) {
-    onRequestFailed(e, SEND_ERROR_TEXT);
-  });
+  // One banner for "Switchyard cannot be reached", however many regions poll: each polled
+  // region only dims (.is-stale) instead of repeating the same note.
+  function showOffline() {
+    if (document.getElementById(OFFLINE_ID) || !document.body) {
+      return;
+    }
+    const banner = document.createElement("div");
+    banner.id = OFFLINE_ID;
+    banner.className = "banner banner--danger banner--offline";
+    banner.setAttribute("role", "alert");
+    banner.setAttribute("data-testid", OFFLINE_ID);
+    const ic = icon("alert");
+    if (ic) {
+      banner.appendChild(ic);
+    }
+    const p = document.createElement("p");
+    p.textContent = OFFLINE_TEXT;
+    banner.appendChild(p);
+    const skip = document.querySelector(".skip-link");
+    document.body.insertBefore(banner, skip ? skip.nextSibling : document.body.firstChild);
+  }
 
-  document.addEventListener("htmx:timeout", function (e) {
-    onRequestFailed(e, SEND_ERROR_TEXT);
-  });
+  function hideOffline() {
+    const banner = document.getElementById(OFFLINE_ID);
+    if (!banner) {
+      return;
+    }
+    banner.remove();
+    // Regions dimmed by the outage (no note of their own) are current again with their next
+    // poll; until then they show their last content undimmed, as before the outage.
+    document.querySelectorAll("[data-poll].is-stale").forEach(function (el) {
+      if (!staleNotes.has(el)) {
+        el.classList.remove("is-stale");
+      }
+    });
+  }
+
+  function onUnreachable(e) {
+    const elt = e.detail && e.detail.elt;
+    if (isPolled(elt)) {
+      elt.classList.add("is-stale");
+      showOffline();
+    } else {
+      showToast("error", SEND_ERROR_TEXT);
+    }
+  }
+
+  document.addEventListener("htmx:sendError", onUnreachable);
+
+  document.addEventListener("htmx:timeout", onUnreachable);
 
   document.addEventListener("htmx:responseError", function (e) {
     const xhr = e.detail && e.detail.xhr;
@@ -563,8 +611,13 @@
   }
 
   document.addEventListener("htmx:afterRequest", function (e) {
-    if (e.detail && e.detail.successful) {
-      onSuccess(e.detail.elt);
+    const d = e.detail || {};
+    // Any answer at all (even an error status) means Switchyard is reachable again.
+    if (d.xhr && d.xhr.status > 0) {
+      hideOffline();
+    }
+    if (d.successful) {
+      onSuccess(d.elt);
     }
   });
 
@@ -691,7 +744,34 @@
     const el = firstMatch(root, "[data-autofocus]");
     if (el && visible(el)) {
       focusElement(el);
+      return;
     }
+    // A panel that opens (the connection form, a routing preview) takes focus, so keyboard
+    // and screen-reader users land in what they asked for.
+    const panel = firstMatch(root, "[data-dismissible]");
+    if (panel && visible(panel) && !panel.contains(document.activeElement)) {
+      focusElement(panel.querySelector("h1, h2, h3") || focusables(panel)[0] || panel);
+    }
+  }
+
+  function focusKey(el) {
+    if (el.id) {
+      return "#" + el.id;
+    }
+    const tid = el.getAttribute("data-testid");
+    return tid ? '[data-testid="' + tid.replace(/["\\]/g, "") + '"]' : "";
+  }
+
+  function rowOf(el) {
+    return el.closest("tr, li, [data-row]");
+  }
+
+  function siblingRow(row, forward) {
+    let r = row;
+    do {
+      r = forward ? r.nextElementSibling : r.previousElementSibling;
+    } while (r && (r.classList.contains("row--panel") || !visible(r)));
+    return r;
   }
 
   function dismiss(trigger, e) {
@@ -779,10 +859,27 @@
     }
   });
 
+  // A toast rendered with the page because the address asked for it (?welcome=1 after
+  // setup) drops that parameter from the address, so a reload does not repeat it.
+  function clearFlashParam(toast) {
+    const param = toast.getAttribute("data-clear-param");
+    if (!param || typeof URLSearchParams !== "function" || !window.history.replaceState) {
+      return;
+    }
+    const url = new URL(window.location.href);
+    if (url.searchParams.has(param)) {
+      url.searchParams.delete(param);
+      window.history.replaceState(window.history.state, "", url.pathname + url.search + url.hash);
+    }
+  }
+
   function init() {
     const region = document.getElementById(TOAST_REGION_ID);
     if (region) {
-      region.querySelectorAll(".toast").forEach(prepareToast);
+      region.querySelectorAll(".toast").forEach(function (toast) {
+        prepareToast(toast);
+        clearFlashParam(toast);
+      });
     }
     scanContent(document.body);
     const drawer = topDrawer();

@@ -2,6 +2,7 @@ package static
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -44,6 +45,40 @@ type asset struct {
 	hash        string // first hashLen hex digits of the SHA-256 of body
 	etag        string // quoted full SHA-256
 	contentType string
+	// gz is body gzip-compressed once at start-up (nil when compressing
+	// does not pay, as for an already small file), served to browsers that
+	// accept gzip under its own ETag gzETag.
+	gz     []byte
+	gzETag string
+}
+
+// compressible are the content types worth compressing: text. (Images in
+// other formats are compressed already.)
+var compressible = map[string]bool{
+	".js":  true,
+	".css": true,
+	".svg": true,
+}
+
+// gzipBody compresses b at the best level: it runs once per asset, so the
+// time does not matter and every transfer is smaller. It returns nil when
+// the result would not save at least a tenth.
+func gzipBody(b []byte) []byte {
+	var buf bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	if err != nil {
+		panic(fmt.Sprintf("static: gzip: %v", err))
+	}
+	if _, err := zw.Write(b); err != nil {
+		panic(fmt.Sprintf("static: gzip: %v", err))
+	}
+	if err := zw.Close(); err != nil {
+		panic(fmt.Sprintf("static: gzip: %v", err))
+	}
+	if buf.Len() > len(b)*9/10 {
+		return nil
+	}
+	return buf.Bytes()
 }
 
 // contentTypes is explicit rather than left to mime.TypeByExtension, whose answer depends
@@ -77,7 +112,13 @@ var assets = sync.OnceValue(func() map[string]asset {
 		}
 		sum := sha256.Sum256(body)
 		full := hex.EncodeToString(sum[:])
-		m[name] = asset{body: body, hash: full[:hashLen], etag: `"` + full + `"`, contentType: ctype}
+		a := asset{body: body, hash: full[:hashLen], etag: `"` + full + `"`, contentType: ctype}
+		if compressible[path.Ext(name)] {
+			if a.gz = gzipBody(body); a.gz != nil {
+				a.gzETag = `"` + full + `-gzip"`
+			}
+		}
+		m[name] = a
 	}
 	return m
 })
@@ -98,7 +139,8 @@ func URL(name string) string {
 
 // Handler serves GET and HEAD for /static/<hash>/<name>: the asset with its content type,
 // [CacheControl], X-Content-Type-Options: nosniff and a strong ETag (conditional and range
-// requests are honoured). An unknown name, or a hash that is not the current content's (a page
+// requests are honoured). Text assets go gzip-compressed to clients that accept it
+// (compressed once, at first use), with Vary: Accept-Encoding and an ETag of their own. An unknown name, or a hash that is not the current content's (a page
 // from an older build, say), answers 404; other methods answer 405.
 //
 // The handler reads the full request path, so mount it without stripping the prefix, e.g.
@@ -123,9 +165,45 @@ func serve(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", a.contentType)
 	h.Set("Cache-Control", CacheControl)
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("ETag", a.etag)
+	body, etag := a.body, a.etag
+	if a.gz != nil {
+		// Caches must keep the two encodings apart.
+		h.Add("Vary", "Accept-Encoding")
+		if acceptsGzip(r.Header.Values("Accept-Encoding")) {
+			h.Set("Content-Encoding", "gzip")
+			body, etag = a.gz, a.gzETag
+		}
+	}
+	h.Set("ETag", etag)
 	// A zero modification time keeps Last-Modified out; the ETag covers revalidation.
-	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(a.body))
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
+}
+
+// acceptsGzip reads Accept-Encoding (RFC 9110 §12.5.3): gzip (or x-gzip, or
+// *) listed with a non-zero weight.
+func acceptsGzip(values []string) bool {
+	star := false
+	for _, v := range values {
+		for _, part := range strings.Split(v, ",") {
+			coding, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+			coding = strings.ToLower(strings.TrimSpace(coding))
+			zero := false
+			for _, p := range strings.Split(params, ";") {
+				k, val, ok := strings.Cut(strings.TrimSpace(p), "=")
+				if ok && strings.EqualFold(strings.TrimSpace(k), "q") {
+					val = strings.TrimSpace(val)
+					zero = strings.Trim(val, "0.") == "" // q=0, q=0.0, q=0.000
+				}
+			}
+			switch coding {
+			case "gzip", "x-gzip":
+				return !zero
+			case "*":
+				star = !zero
+			}
+		}
+	}
+	return star
 }
 
 // Known reports whether urlPath names a current asset (the app answers

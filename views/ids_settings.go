@@ -42,7 +42,11 @@ const (
 	LogDetailID      = "log-detail"
 	LogDetailCloseID = "log-detail-close"
 	LogTimelineID    = "log-timeline"
-	LogDetailCostID  = "log-detail-cost"
+	// LogTimelineSumID is the line adding the timeline up to the total;
+	// LogAttemptEffectsID an attempt's effects.
+	LogTimelineSumID    = "log-timeline-sum"
+	LogAttemptEffectsID = "log-attempt-effects"
+	LogDetailCostID     = "log-detail-cost"
 
 	// Audit log.
 	AuditPageID    = "audit-page"
@@ -75,6 +79,7 @@ const (
 	RowLog               = "log"                 // request log row (by id)
 	RowLogLink           = "log-link"            // the link opening its detail
 	RowAttempt           = "attempt"             // attempt timeline entry (by index)
+	RowWait              = "wait"                // wait timeline entry (by index)
 	RowLogCost           = "log-cost"            // a request's estimated cost cell
 	RowLogFallbackFailed = "log-fallback-failed" // its "emergency fallback failed" tag
 	RowAudit             = "audit"               // audit log row (by id)

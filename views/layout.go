@@ -31,7 +31,22 @@ type LayoutVM struct {
 	Demo      bool
 	PlainHTTP bool // listener not on loopback and no TLS: warn
 	SignedIn  bool
+	// Flash is a toast rendered with the page (a message that survived a
+	// redirect, such as the welcome after first-run setup); nil for none.
+	Flash *FlashVM
 }
+
+// FlashVM is a toast the server renders into the toast region.
+type FlashVM struct {
+	Level string // success, info, warning, error
+	Text  string
+	// ClearParam is a query parameter that asked for the toast; app.js
+	// removes it from the address, so a reload does not repeat the toast.
+	ClearParam string
+}
+
+// WelcomeFlash is the toast of 50-dashboard §6.1 after first-run setup.
+var WelcomeFlash = FlashVM{Level: "success", Text: "Admin password set. Welcome to Switchyard.", ClearParam: "welcome"}
 
 // HtmxConfig is the htmx configuration of 50-dashboard §3.1: no history
 // snapshots (they could hold a secret), no eval, 422 swaps.
@@ -45,3 +60,14 @@ func (f FieldErrors) Has(field string) bool { _, ok := f[field]; return ok }
 
 // IsCurrent reports whether href is the active page.
 func (vm LayoutVM) IsCurrent(href string) bool { return vm.Active == href }
+
+// flashIcon is the sprite icon of a toast level (app.js uses the same).
+func flashIcon(level string) string {
+	switch level {
+	case "success":
+		return "check"
+	case "warning", "error":
+		return "alert"
+	}
+	return "info"
+}

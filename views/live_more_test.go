@@ -250,7 +250,7 @@ func TestTrafficChart(t *testing.T) {
 	if svg.Find("rect.chart__ok").Length() != 2 || svg.Find("rect.chart__fail").Length() != 1 {
 		t.Error("bars not drawn")
 	}
-	table := doc.Find(`table.visually-hidden[data-testid="overview-chart-data"]`)
+	table := doc.Find(`.visually-hidden > table[data-testid="overview-chart-data"]`)
 	if got := cells(table.Find("tbody tr").Last()); got != "10:30 UTC | 2 | 1" {
 		t.Errorf("data table last row %q", got)
 	}
@@ -298,7 +298,7 @@ func TestFailingTargets(t *testing.T) {
 
 	doc := renderDoc(t, failingTargets(got))
 	row := doc.Find(`[data-testid="overview-failing-1"]`)
-	if s := cells(row); s != "fake/model-x | fake-b | 3 | 429 rate limit Slow down 2 min ago | View logs" {
+	if s := cells(row); s != "fake/model-x | fake-b | 3 | 429 rate limit Slow down 2 min ago | View logs of fake/model-x on fake-b, last hour" {
 		t.Errorf("row 1 %q", s)
 	}
 	if href := row.Find("a").AttrOr("href", ""); href != "/logs?connectionId=c_b&provider=fake&range=1h" {

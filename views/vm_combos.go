@@ -56,6 +56,9 @@ type ComboRowVM struct {
 	// Traffic is the last hour of the combo's requests (WithTraffic); nil
 	// when the request log was not read.
 	Traffic *TrafficVM
+	// Weights is the weights bar, for strategies that draw by weight; nil
+	// otherwise (50-dashboard §6.5).
+	Weights []WeightSegmentVM
 }
 
 // WithTraffic sets each row's requests and success rate over the request
@@ -107,8 +110,11 @@ func (r ComboRowVM) TrafficText() string {
 type TargetChipVM struct {
 	Text     string
 	Disabled bool
-	Ready    *ReadinessVM    // whether routing could use it now (WithReadiness)
-	Metrics  TargetMetricsVM // live dispatch metrics (WithMetrics); unknown until then
+	// WeightText is "weight 3 · 60.0 %" for strategies that use weights
+	// (the share among the enabled targets), else "".
+	WeightText string
+	Ready      *ReadinessVM    // whether routing could use it now (WithReadiness)
+	Metrics    TargetMetricsVM // live dispatch metrics (WithMetrics); unknown until then
 }
 
 // NewCombosListVM builds the list in order. focus ("up:<id>" or
@@ -147,6 +153,9 @@ func NewCombosListVM(combos []services.Combo, conns []services.Connection, focus
 				chip.Text = t.Provider + "/" + t.Model + " (" + conn + ")"
 			}
 			r.Targets = append(r.Targets, chip)
+		}
+		if info, ok := services.LookupStrategy(c.Strategy); ok && info.UsesWeights {
+			r.Weights = weightSegments(c.Targets, r.Targets)
 		}
 		if !r.First {
 			r.UpVals = reorderVals(ids, i, i-1, "up:"+c.ID)

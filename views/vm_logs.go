@@ -246,7 +246,13 @@ type LogDetailVM struct {
 	ReasoningTokens string
 	Warnings        []string
 	Attempts        []AttemptVM
-	Bodies          []BodyVM
+	// Timeline is the attempts and waits in time order; TimelineSum says
+	// how they add up to the total (TimelineRecorded false: logged before
+	// waits and start offsets were recorded).
+	Timeline         []TimelineItemVM
+	TimelineSum      string
+	TimelineRecorded bool
+	Bodies           []BodyVM
 	// CloseURL is where closing the drawer leads (the list, filters kept).
 	CloseURL string
 }
@@ -263,6 +269,26 @@ type AttemptVM struct {
 	Latency   string
 	Hint      string
 	Success   bool
+	// Offset is the attempt's start after receipt ("+415 ms"), empty when
+	// unknown; Effects word what its failure changed ("none" when nothing).
+	Offset  string
+	Effects []string
+}
+
+// WaitVM is one wait of the timeline.
+type WaitVM struct {
+	Index    int
+	Title    string
+	Reason   string
+	Target   string
+	Offset   string
+	Duration string
+}
+
+// TimelineItemVM is an attempt or a wait.
+type TimelineItemVM struct {
+	Attempt *AttemptVM
+	Wait    *WaitVM
 }
 
 // Class is the timeline item's modifier.
@@ -315,16 +341,29 @@ func NewLogDetailVM(e services.RequestLogEntry, conns map[string]string, now tim
 	if d.Outcome == "" {
 		d.Outcome = e.Outcome
 	}
-	for i, a := range e.AttemptLog {
-		av := AttemptVM{Index: i + 1, Target: a.Provider + "/" + a.Model, Conn: connName(conns, a.ConnectionID),
-			Outcome: ReasonText(a.Outcome), Detail: strings.ReplaceAll(a.Detail, "_", " "), ErrorCode: a.ErrorCode,
-			Latency: LatencyText(a.LatencyMs), Hint: a.RetryHintSource, Success: a.Outcome == "success"}
-		if a.UpstreamStatus > 0 {
-			av.Status = strconv.Itoa(a.UpstreamStatus)
-		} else {
-			av.Status = "no response"
+	tl := e.Timeline()
+	d.TimelineRecorded = tl.Recorded
+	d.TimelineSum = timelineSum(tl, len(e.AttemptLog), len(e.Waits))
+	waits := 0
+	for _, row := range tl.Rows {
+		switch row.Kind {
+		case services.TimelineAttempt:
+			av := newAttemptVM(len(d.Attempts)+1, row.Attempt, conns, e.CreatedAt, tl.Recorded)
+			d.Attempts = append(d.Attempts, av)
+			d.Timeline = append(d.Timeline, TimelineItemVM{Attempt: &av})
+		case services.TimelineWait:
+			waits++
+			w := row.Wait
+			wv := WaitVM{Index: waits, Title: waitTitles[w.Kind], Reason: ReasonText(w.Reason), Target: w.Target,
+				Offset: "+" + Thousands(w.StartOffsetMs) + " ms", Duration: LatencyText(w.WaitedMs)}
+			if wv.Title == "" {
+				wv.Title = "Waited"
+			}
+			if w.Kind == services.WaitKindSlot || w.Kind == services.WaitKindQueue {
+				wv.Target = connName(conns, w.Target)
+			}
+			d.Timeline = append(d.Timeline, TimelineItemVM{Wait: &wv})
 		}
-		d.Attempts = append(d.Attempts, av)
 	}
 	if b := e.Bodies; b != nil {
 		add := func(label string, c *services.CapturedBody) {
@@ -337,6 +376,82 @@ func NewLogDetailVM(e services.RequestLogEntry, conns map[string]string, now tim
 		add("Response", b.Response)
 	}
 	return d
+}
+
+// waitTitles name the kinds of wait.
+var waitTitles = map[string]string{
+	services.WaitKindSingle:     "Cooldown wait",
+	services.WaitKindCombo:      "Cooldown wait (combo)",
+	services.WaitKindRetryDelay: "Retry delay",
+	services.WaitKindSlot:       "Waited for a connection slot",
+	services.WaitKindQueue:      "Waited in the request queue",
+}
+
+func newAttemptVM(index int, a *services.AttemptRecord, conns map[string]string, received time.Time, timed bool) AttemptVM {
+	av := AttemptVM{Index: index, Target: a.Provider + "/" + a.Model, Conn: connName(conns, a.ConnectionID),
+		Outcome: ReasonText(a.Outcome), Detail: strings.ReplaceAll(a.Detail, "_", " "), ErrorCode: a.ErrorCode,
+		Latency: LatencyText(a.LatencyMs), Hint: a.RetryHintSource, Success: a.Outcome == "success"}
+	if a.UpstreamStatus > 0 {
+		av.Status = strconv.Itoa(a.UpstreamStatus)
+	} else {
+		av.Status = "no response"
+	}
+	if a.HintMs > 0 && av.Hint != "" {
+		av.Hint = LatencyText(a.HintMs) + " from " + av.Hint
+	}
+	if !timed {
+		return av
+	}
+	av.Offset = "+" + Thousands(a.StartOffsetMs) + " ms"
+	if av.Success {
+		return av
+	}
+	ended := received.Add(time.Duration(a.StartOffsetMs+a.LatencyMs) * time.Millisecond)
+	for _, f := range a.Effects {
+		av.Effects = append(av.Effects, effectText(f, ended))
+	}
+	if len(av.Effects) == 0 {
+		av.Effects = []string{"none"}
+	}
+	return av
+}
+
+// effectText words one state change; ended is when the attempt failed.
+func effectText(f services.AttemptEffect, ended time.Time) string {
+	until := ""
+	if f.UntilMs != 0 {
+		u := time.UnixMilli(f.UntilMs).UTC()
+		until = " until " + u.Format("15:04:05") + " UTC"
+		if d := u.Sub(ended); d > 0 {
+			until += " (" + LatencyText(d.Milliseconds()) + ")"
+		}
+	}
+	switch f.Kind {
+	case "connection_cooldown":
+		return "connection cooled down" + until
+	case "model_lockout":
+		return "model locked out" + until
+	case "terminal":
+		return "connection marked " + strings.ReplaceAll(f.TerminalStatus, "_", " ")
+	case "breaker_counted":
+		return "breaker failure counted"
+	case "breaker_opened":
+		return "breaker opened"
+	case "window_gate":
+		return "provider held back by the window gate"
+	case "egress_lock":
+		return "connections sharing the egress cooled down"
+	}
+	return strings.ReplaceAll(f.Kind, "_", " ") + until
+}
+
+// timelineSum says how the timeline adds up to the request's total.
+func timelineSum(tl services.Timeline, attempts, waits int) string {
+	if !tl.Recorded {
+		return "Total " + Thousands(tl.TotalMs) + " ms; this request was logged before waits and start times were recorded."
+	}
+	return "Total " + Thousands(tl.TotalMs) + " ms = " + Thousands(tl.AttemptsMs) + " ms in " + plural(attempts, "attempt", "attempts") +
+		" + " + Thousands(tl.WaitsMs) + " ms in " + plural(waits, "wait", "waits") + " + " + Thousands(tl.GapsMs) + " ms in the gateway"
 }
 
 // logFocus is the first invalid filter.

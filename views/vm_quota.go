@@ -82,6 +82,26 @@ func newQuotaWindowVM(key, label string, w quota.WindowView, now time.Time) Quot
 // PercentText renders a fraction as a percentage with one decimal ("42.0 %").
 func PercentText(f float64) string { return strconv.FormatFloat(f*100, 'f', 1, 64) + " %" }
 
+// QuotaReported reports whether any quota window of the connection counts
+// now; a row without one shows a single "none reported" line.
+func (r ConnectionRowVM) QuotaReported() bool {
+	for _, w := range r.Quota {
+		if w.Known {
+			return true
+		}
+	}
+	return false
+}
+
+// ShownQuota are the windows the quota cell lists: all of them once one is
+// known (the others read "unknown"), none otherwise.
+func (r ConnectionRowVM) ShownQuota() []QuotaWindowVM {
+	if !r.QuotaReported() {
+		return nil
+	}
+	return r.Quota
+}
+
 // WithQuota adds the connection's quota windows to its row.
 func (r ConnectionRowVM) WithQuota(v quota.View, now time.Time) ConnectionRowVM {
 	r.Quota = NewQuotaWindowsVM(v, now)

@@ -715,14 +715,15 @@ type LockedModelVM struct {
 	until    string
 }
 
-// WithLive adds what only the engine knows to a row: its model lockouts (the
-// locked status comes after cooling in the precedence) and the backoff
-// ladder's length.
+// WithLive adds what only the engine knows to a row: its model lockouts and
+// the backoff ladder's length. A locked model is not the connection
+// locked: the status badge stays the connection's own (a connection that
+// serves its other models is healthy) and the "N models locked" count
+// beside it lists them.
 func (r ConnectionRowVM) WithLive(locks []resilience.LockoutStatus, backoffMax int, now time.Time) ConnectionRowVM {
 	r.BackoffMax = backoffMax
 	r.Locked = nil
 	seen := map[string]bool{}
-	enforced := false
 	for _, l := range locks {
 		if !l.Active || seen[l.Model] {
 			continue // one entry per model: Re-enable clears every key shape of it
@@ -731,10 +732,6 @@ func (r ConnectionRowVM) WithLive(locks []resilience.LockoutStatus, backoffMax i
 		r.Locked = append(r.Locked, LockedModelVM{Model: l.Model, Reason: reasonText(string(l.Reason)),
 			Expires: NewCountdownVM(l.Until, now), Enforced: l.Enforced, Vals: reEnableVals(l.Provider, r.ID, l.Model),
 			until: RFC3339(l.Until)})
-		enforced = enforced || l.Enforced
-	}
-	if enforced && r.StatusClass == "healthy" {
-		r.StatusClass, r.StatusText, r.StatusIcon = "locked", "locked", "lock"
 	}
 	return r
 }

@@ -284,6 +284,9 @@ type SettingsCardVM struct {
 	// OOBRevisions are the other cards whose revision input is refreshed out
 	// of band after a save (the document revision is shared).
 	OOBRevisions []string
+	// LastSaved is the card's last saved change (nil: not known, shows
+	// nothing; At nil: none in the audit log).
+	LastSaved *SettingsSaveVM
 }
 
 // SettingsGroupVM is a group of fields.
@@ -600,6 +603,13 @@ func settingAttrs(f SettingsFieldVM, errs FieldErrors, focus string) templ.Attri
 	a["type"] = "text"
 	a["value"] = f.Value
 	a["autocomplete"] = "off"
+	if f.Human() != "" {
+		if d, ok := a["aria-describedby"].(string); ok {
+			a["aria-describedby"] = f.HumanID() + " " + d
+		} else {
+			a["aria-describedby"] = f.HumanID()
+		}
+	}
 	if f.Kind == schema.Int {
 		a["inputmode"] = "numeric"
 		a["class"] = "input--sm"

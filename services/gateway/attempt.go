@@ -100,6 +100,9 @@ func (g *Gateway) newAttempt(w http.ResponseWriter, r *http.Request, req *Reques
 		}
 		st.deadline = received.Add(set.RequestDeadline)
 	}
+	if rec.CreatedAt.IsZero() {
+		rec.CreatedAt = g.clock.Now() // the origin of the timeline's offsets
+	}
 	st.out = newClientWriter(w, r, req, set)
 	if st.cfg.TargetTimeout > 0 && st.cfg.TargetTimeout != set.TargetTimeout {
 		one := *set // the combo's targetTimeoutMs (30-routing §3)
@@ -144,13 +147,16 @@ func (st *attemptState) run() {
 			break
 		}
 		tok := st.g.beginCooldownWait(st.ctx(), st.req, d)
-		done := st.waitOut(d)
+		kind := services.WaitKindSingle
+		if st.req.Route.Combo != nil {
+			kind = services.WaitKindCombo
+		}
+		done := st.timedWait(kind, st.req.Model, d)
 		tok.End()
 		if !done {
 			return
 		}
 		waits++
-		st.log.waited(st.req.Route.Combo != nil, d)
 		st.g.obs.Waited(st.req.Route.Combo != nil)
 		// Run the whole target set again with a fresh excluded set.
 		st.snap = st.g.reg.Snapshot()
@@ -270,7 +276,7 @@ func (st *attemptState) retryPasses() outcome {
 		if !st.retryUseful(st.g.reg.Snapshot(), targets) {
 			return pending
 		}
-		if st.cfg.RetryDelay > 0 && !st.waitOut(st.cfg.RetryDelay) {
+		if st.cfg.RetryDelay > 0 && !st.timedWait(services.WaitKindRetryDelay, st.req.Model, st.cfg.RetryDelay) {
 			return finished
 		}
 		if st.budgetSpent(st.g.clock.Now(), st.set) {
@@ -343,6 +349,23 @@ func (st *attemptState) waitDecision(waits int, used *time.Duration) (time.Durat
 	}
 	*used += d
 	return d, true
+}
+
+// timedWait is waitOut recorded in the request's log as a wait of kind on
+// target, with the last failure's reason as its cause; a wait the client
+// left during is recorded for as long as it lasted.
+func (st *attemptState) timedWait(kind, target string, d time.Duration) bool {
+	start := st.g.clock.Now()
+	done := st.waitOut(d)
+	reason := "cooldown" // nothing was dispatched: every target was blocked
+	if kind == services.WaitKindRetryDelay {
+		reason = "retry"
+	}
+	if st.last != nil {
+		reason = string(st.last.Reason)
+	}
+	st.log.waited(kind, reason, target, start, st.g.clock.Now())
+	return done
 }
 
 // waitOut sleeps on the injected clock, sending keepalives to a streaming

@@ -59,7 +59,7 @@ func (st *attemptState) dispatch(t *target, c *services.Connection, req *Request
 	}
 	out.setDispatch(c.ID, t.provider.ID, t.model, st.attempts-1)
 
-	adm, res, admitted := st.admitDispatch(t, c, req)
+	adm, res, admitted := st.admitDispatch(t, c, req, at)
 	if !admitted {
 		at.finish(g.clock.Now(), res)
 		return res
@@ -101,9 +101,14 @@ func (st *attemptState) dispatch(t *target, c *services.Connection, req *Request
 // admitDispatch takes a max_concurrent slot and a request-queue ticket,
 // then re-checks the lease fence, which may have changed while the
 // request waited for them; false with the attempt's result when the
-// attempt ends here.
-func (st *attemptState) admitDispatch(t *target, c *services.Connection, req *Request) (*admission, result, bool) {
-	adm, err := st.g.admit(st.attemptCtx(), *t, c, req)
+// attempt ends here. Time spent waiting for a slot or in the queue is
+// logged as waits, not as the attempt's duration.
+func (st *attemptState) admitDispatch(t *target, c *services.Connection, req *Request, at attemptHandle) (*admission, result, bool) {
+	adm, err := st.g.admit(st.attemptCtx(), *t, c, req, st.log)
+	if adm.gated {
+		// The waits are rows of their own; the attempt starts after them.
+		at.admitted(st.g.clock.Now())
+	}
 	if err != nil {
 		return nil, localLimit(st.ctx(), err), false
 	}

@@ -82,9 +82,12 @@ type AttemptLog struct {
 	UpstreamStatus int
 	ErrorCode      string
 	HintSource     string
+	HintMs         int64
 	LatencyMs      int64
-	Effects        []resilience.Effect
-	start          time.Time
+	// StartOffset is the attempt's start after the request's receipt
+	// (CreatedAt, on the gateway's clock like every offset of the record).
+	StartOffset time.Duration
+	Effects     []resilience.Effect
 }
 
 func newLogRecord(req *Request) *LogRecord {
@@ -106,15 +109,35 @@ type attemptHandle struct {
 
 func (r *LogRecord) startAttempt(t target, c *services.Connection, now time.Time) attemptHandle {
 	r.AttemptLog = append(r.AttemptLog, AttemptLog{Seq: len(r.AttemptLog), TargetID: t.id, Provider: t.provider.ID,
-		Model: t.model, ConnectionID: c.ID, start: now})
+		Model: t.model, ConnectionID: c.ID, StartOffset: r.offset(now)})
 	r.Attempts = len(r.AttemptLog)
 	r.Provider, r.Model, r.ConnectionID = t.provider.ID, t.model, c.ID
 	return attemptHandle{rec: r, i: len(r.AttemptLog) - 1}
 }
 
+// offset is t after the request's receipt (0 when the receipt is unknown).
+// CreatedAt is the origin of every offset of the record and of LatencyMs,
+// all on the gateway's clock, so the timeline adds up to the total.
+func (r *LogRecord) offset(t time.Time) time.Duration {
+	if r.CreatedAt.IsZero() || t.Before(r.CreatedAt) {
+		return 0
+	}
+	return t.Sub(r.CreatedAt)
+}
+
+// admitted moves the attempt's start past the slot and queue waits its
+// admission took (recorded as waits of their own), so the attempt's
+// duration is its exchange with the upstream.
+func (h attemptHandle) admitted(now time.Time) {
+	a := &h.rec.AttemptLog[h.i]
+	if off := h.rec.offset(now); off > a.StartOffset {
+		a.StartOffset = off
+	}
+}
+
 func (h attemptHandle) finish(now time.Time, res result) {
 	a := &h.rec.AttemptLog[h.i]
-	a.LatencyMs = now.Sub(a.start).Milliseconds()
+	a.LatencyMs = (h.rec.offset(now) - a.StartOffset).Milliseconds()
 	a.UpstreamStatus = res.status
 	switch {
 	case res.ok:
@@ -142,6 +165,7 @@ func (r *LogRecord) noteOutcome(o resilience.Outcome) {
 	a := &r.AttemptLog[r.current]
 	a.Outcome = string(o.Reason)
 	a.HintSource = o.HintSource
+	a.HintMs = o.Hint.Milliseconds()
 	a.Effects = o.Effects
 	if o.Detail != "" {
 		a.Detail = o.Detail
@@ -167,10 +191,16 @@ func (r *LogRecord) addCounts(u translate.Usage) {
 }
 
 // finish fills the timing and the final status from the client writer.
+// LatencyMs runs from the receipt to now on the gateway's clock, the clock
+// of the attempts' and waits' offsets, so the timeline adds up to it.
 func (r *LogRecord) finish(now time.Time, out *clientWriter) {
 	out.mu.Lock()
 	defer out.mu.Unlock()
-	r.LatencyMs = time.Since(out.startedAt).Milliseconds()
+	if r.CreatedAt.IsZero() {
+		r.LatencyMs = time.Since(out.startedAt).Milliseconds()
+	} else {
+		r.LatencyMs = r.offset(now).Milliseconds()
+	}
 	if r.Stream && !out.firstByte.IsZero() {
 		t := out.firstByte.Sub(out.startedAt).Milliseconds()
 		r.TtftMs = &t
@@ -222,16 +252,13 @@ func (g *Gateway) LogCount(req *Request, res CountResult) {
 	g.logs.Record(r)
 }
 
-// Wait is one cooldown-aware wait of a request.
-type Wait struct {
-	Kind     string `json:"kind"` // combo or single
-	WaitedMs int64  `json:"waitedMs"`
-}
+// Wait is one wait of a request: a cooldown-aware wait, a retry delay, a
+// slot or queue wait before a dispatch.
+type Wait = services.WaitRecord
 
-func (r *LogRecord) waited(combo bool, d time.Duration) {
-	kind := "single"
-	if combo {
-		kind = "combo"
-	}
-	r.Waits = append(r.Waits, Wait{Kind: kind, WaitedMs: d.Milliseconds()})
+// waited records a wait that started at start and ended at end.
+func (r *LogRecord) waited(kind, reason, target string, start, end time.Time) {
+	from := r.offset(start)
+	r.Waits = append(r.Waits, Wait{Kind: kind, Reason: reason, Target: target, StartOffsetMs: from.Milliseconds(),
+		WaitedMs: (r.offset(end) - from).Milliseconds()})
 }

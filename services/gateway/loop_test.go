@@ -300,7 +300,7 @@ func TestLoopAllCoolingWaitsWithRetryAfter(t *testing.T) {
 	if got := e.clock.Waits(); !slices.Equal(got, []time.Duration{2050 * time.Millisecond}) {
 		t.Fatalf("waits %v, want [2.05s]", got)
 	}
-	if rec := e.logs.last(t); len(rec.Waits) != 1 || rec.Waits[0] != (gateway.Wait{Kind: "single", WaitedMs: 2050}) {
+	if rec := e.logs.last(t); len(rec.Waits) != 1 || rec.Waits[0] != (gateway.Wait{Kind: "single", Reason: "cooldown", Target: rec.RequestedModel, StartOffsetMs: rec.Waits[0].StartOffsetMs, WaitedMs: 2050}) {
 		t.Fatalf("logged waits %+v", rec.Waits)
 	}
 }

@@ -52,6 +52,21 @@ type admission struct {
 	ticket   *traffic.Ticket
 	queueKey string
 	maxWait  time.Duration
+	// gated: a slot or queue gate was consulted and may have made the
+	// dispatch wait (its waits are then in the request's log).
+	gated bool
+}
+
+// minLoggedWait is the shortest admission wait the request log records;
+// shorter ones are the gate's own cost, not waiting.
+const minLoggedWait = time.Millisecond
+
+// logWait records an admission wait of kind from start to now when it
+// lasted at least minLoggedWait; rec may be nil.
+func (g *Gateway) logWait(rec *LogRecord, kind, reason, connID string, start time.Time) {
+	if end := g.clock.Now(); rec != nil && end.Sub(start) >= minLoggedWait {
+		rec.waited(kind, reason, connID, start, end)
+	}
 }
 
 func (a *admission) done() {
@@ -66,13 +81,15 @@ func (a *admission) done() {
 }
 
 // admit takes a max_concurrent slot and, for protected connections, a
-// request-queue ticket. A local limit comes back as a typed error that
-// penalises nothing; a client leaving while queued never reaches upstream.
+// request-queue ticket, and logs in rec (nil: nowhere) the time it waited
+// for them. On an error the admission holds nothing. A local limit comes
+// back as a typed error that penalises nothing; a client leaving while
+// queued never reaches upstream.
 // A shared slot or queue store that cannot answer (services.ErrUnavailable)
 // fails open: the request goes without that gate and the error is counted,
 // since refusing it would turn an outage of Switchyard's own state into
 // failed requests (scale-out §3.6).
-func (g *Gateway) admit(ctx context.Context, t target, c *services.Connection, req *Request) (*admission, error) {
+func (g *Gateway) admit(ctx context.Context, t target, c *services.Connection, req *Request, rec *LogRecord) (*admission, error) {
 	a := &admission{}
 	tr := g.traffic
 	doc := tr.Doc()
@@ -82,21 +99,26 @@ func (g *Gateway) admit(ctx context.Context, t target, c *services.Connection, r
 		// Only dispatches that may wait carry the board (one context value).
 		ctx = traffic.WithWaiting(ctx, tr.Waiting, req.ID)
 	}
+	a.gated = slot || queue
 	if slot {
+		start := g.clock.Now()
 		release, _, err := tr.Slots.Acquire(ctx, c.ID, *c.MaxConcurrent)
+		g.logWait(rec, services.WaitKindSlot, "max_concurrent", c.ID, start)
 		switch {
 		case err == nil:
 			a.release = release
 		case errors.Is(err, services.ErrUnavailable):
 			g.storeError(StoreSlots, err)
 		default:
-			return nil, err
+			return a, err
 		}
 	}
 	if queue {
 		cfg := queueConfig(doc).WithOverrides(c.RateLimitOverrides)
 		key := traffic.QueueKey(t.provider.ID, c.ID, "")
+		start := g.clock.Now()
 		ticket, err := tr.Queues.Admit(ctx, key, cfg)
+		g.logWait(rec, services.WaitKindQueue, "request_queue", c.ID, start)
 		switch {
 		case err == nil:
 			a.ticket, a.queueKey, a.maxWait = &ticket, key, ticket.MaxWait()
@@ -105,7 +127,7 @@ func (g *Gateway) admit(ctx context.Context, t target, c *services.Connection, r
 			a.queueKey = key // still learn from the response
 		default:
 			a.done()
-			return nil, err
+			return a, err
 		}
 	}
 	return a, nil

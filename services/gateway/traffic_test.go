@@ -43,7 +43,7 @@ func admitEnv(tr *Traffic) (*Gateway, *storeErrors) {
 	doc.ConnectionConcurrency.Enabled = true
 	tr.Doc = func() *resilience.Document { return &doc }
 	obs := &storeErrors{}
-	return &Gateway{obs: obs, traffic: tr}, obs
+	return &Gateway{obs: obs, traffic: tr, clock: services.RealClock{}}, obs
 }
 
 // A shared slot or queue store that cannot answer never fails the request
@@ -54,7 +54,7 @@ func TestAdmitFailsOpenWhenSharedStateIsDown(t *testing.T) {
 	two, on := 2, true
 	c := &services.Connection{ID: "c_1", MaxConcurrent: &two, RateLimitProtection: &on}
 	tg := target{provider: services.Provider{ID: "openai"}, model: "m"}
-	a, err := g.admit(context.Background(), tg, c, &Request{})
+	a, err := g.admit(context.Background(), tg, c, &Request{}, nil)
 	if err != nil {
 		t.Fatalf("admit failed with the shared state down: %v", err)
 	}
@@ -78,12 +78,12 @@ func TestAdmitKeepsLocalLimitDecisions(t *testing.T) {
 	one := 1
 	c := &services.Connection{ID: "c_1", MaxConcurrent: &one}
 	tg := target{provider: services.Provider{ID: "openai"}, model: "m"}
-	first, err := g.admit(context.Background(), tg, c, &Request{})
+	first, err := g.admit(context.Background(), tg, c, &Request{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer first.done()
-	_, err = g.admit(context.Background(), tg, c, &Request{})
+	_, err = g.admit(context.Background(), tg, c, &Request{}, nil)
 	var le *traffic.LimitError
 	if !errors.As(err, &le) || le.Code != traffic.CodeSlotsBusy {
 		t.Fatalf("second admit = %v, want CONNECTION_SLOTS_BUSY", err)

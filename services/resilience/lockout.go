@@ -805,6 +805,15 @@ func (l *Lockouts) length(cfg LockoutConfig, provider, connectionID, model strin
 		return maxCool
 	}
 	// 5. the ladder.
+	return cfg.LadderLength(n)
+}
+
+// LadderLength is the lock length of the n-th failure episode (n ≥ 1) when
+// no hint or rule sets it: the base cooldown, doubled per repeat (when
+// exponential backoff is on) for at most MaxBackoffSteps steps, capped at
+// the maximum cooldown. The Model lockout card's preview uses it too.
+func (cfg LockoutConfig) LadderLength(n int) time.Duration {
+	maxCool := time.Duration(cfg.MaxCooldownMs) * time.Millisecond
 	base := time.Duration(cfg.BaseCooldownMs) * time.Millisecond
 	if !cfg.UseExponentialBackoff {
 		return base
@@ -815,6 +824,21 @@ func (l *Lockouts) length(cfg LockoutConfig, provider, connectionID, model strin
 		d *= 2
 	}
 	return min(d, maxCool)
+}
+
+// Ladder lists the lock lengths of repeated failures until they stop
+// growing (the cap or the last backoff step), at most limit entries; capped
+// reports whether the last one is the maximum cooldown.
+func (cfg LockoutConfig) Ladder(limit int) (lengths []time.Duration, capped bool) {
+	for n := 1; n <= limit; n++ {
+		d := cfg.LadderLength(n)
+		if len(lengths) > 0 && d == lengths[len(lengths)-1] {
+			break
+		}
+		lengths = append(lengths, d)
+	}
+	last := lengths[len(lengths)-1]
+	return lengths, last == time.Duration(cfg.MaxCooldownMs)*time.Millisecond && cfg.UseExponentialBackoff
 }
 
 // hintLength is how far a hint may move a running lock's deadline.
