@@ -496,7 +496,7 @@ func TestDashboardConnectionQuotaWindows(t *testing.T) {
 	if full.Find(dashTID(views.RowID(views.RowConnQuota, a.ID)+"-5h")+` time[data-remaining-ms="1200000"]`).Length() != 1 {
 		t.Error("the 5-hour reset is not a ticking countdown")
 	}
-	if got := line(full, a.ID, "weekly"); got != "Weekly 18.0 % used, resets in 72 h 0 m" {
+	if got := line(full, a.ID, "weekly"); got != "Weekly 18.0 % used, resets in 3 d 0 h" {
 		t.Errorf("weekly %q", got)
 	}
 	if got := line(full, a.ID, "minute"); got != "Minute 4.0 % used, resets in 20 s and 480 of 500 left" {

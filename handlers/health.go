@@ -10,6 +10,7 @@ import (
 
 	"switchyard/services"
 	"switchyard/services/health"
+	"switchyard/services/human"
 	"switchyard/views"
 )
 
@@ -33,7 +34,7 @@ type Health struct {
 // healthVM shapes the report for the panel.
 func healthVM(r health.Report, now time.Time) views.HealthVM {
 	vm := views.HealthVM{Status: r.Status, Reasons: r.Reasons, Version: r.Version, GoVersion: r.Runtime.GoVersion,
-		Uptime: views.HumanDuration(time.Duration(r.UptimeS) * time.Second), Listen: r.Listen, Demo: r.Demo,
+		Uptime: human.Duration(time.Duration(r.UptimeS)*time.Second, human.Countdown), Listen: r.Listen, Demo: r.Demo,
 		DBOK: r.Database.OK, DBPath: r.Database.Path, DBSchema: r.Database.SchemaVersion,
 		DBPing: fmt.Sprintf("%.1f ms", r.Database.PingMs), DBWal: views.HumanBytes(r.Database.WalBytes),
 		LogQueue: r.RequestLog.QueueDepth, LogDropped: r.RequestLog.Dropped, KeyID: r.KeyID,
@@ -45,7 +46,7 @@ func healthVM(r health.Report, now time.Time) views.HealthVM {
 	if cf := r.ChangeFeed; cf != nil {
 		vm.FeedConnected, vm.FeedResync = cf.Connected, "never"
 		if cf.LastResyncAgeMs >= 0 {
-			vm.FeedResync = views.HumanDuration(time.Duration(cf.LastResyncAgeMs)*time.Millisecond) + " ago"
+			vm.FeedResync = human.Duration(time.Duration(cf.LastResyncAgeMs)*time.Millisecond, human.Countdown) + " ago"
 		}
 	}
 	for _, g := range r.WindowGate {

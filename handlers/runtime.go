@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"switchyard/services"
+	"switchyard/services/human"
 	"switchyard/services/leases"
 	"switchyard/services/resilience"
 	"switchyard/services/traffic"
@@ -310,7 +311,7 @@ func (h *Runtime) ResetBreaker(c echo.Context) error {
 func breakersConfirm(n int) *views.ConfirmVM {
 	return views.RuntimeConfirm(views.BreakersPanelID, "Reset all breakers?", "Reset all breakers",
 		"/runtime/breakers/reset", views.BreakersPanelID,
-		"Every provider breaker closes with its failure count set to zero ("+views.Plural(n, "breaker holds", "breakers hold")+" state now).",
+		"Every provider breaker closes with its failure count set to zero ("+human.Plural(n, "breaker holds", "breakers hold")+" state now).",
 		"Requests go to providers whose breaker was open at once, even if they are still failing.")
 }
 
@@ -328,7 +329,7 @@ func (h *Runtime) ResetBreakers(c echo.Context) error {
 		return err
 	}
 	trigger(c, views.EventResilienceChanged, nil)
-	toast(c, "success", "Reset "+views.Plural(n, "breaker", "breakers")+".")
+	toast(c, "success", "Reset "+human.Plural(n, "breaker", "breakers")+".")
 	return afterMutation(c, runtimeHref, func() error { return h.renderBreakersPanel(c, views.BreakersConfirmID) })
 }
 
@@ -340,7 +341,7 @@ func (h *Runtime) ClearWindowGate(c echo.Context) error {
 		return err
 	}
 	trigger(c, views.EventResilienceChanged, nil)
-	toast(c, "success", "Cleared "+views.Plural(n, "window-gate entry", "window-gate entries")+".")
+	toast(c, "success", "Cleared "+human.Plural(n, "window-gate entry", "window-gate entries")+".")
 	return afterMutation(c, runtimeHref, func() error { return h.renderBreakersPanel(c, "") })
 }
 
@@ -356,7 +357,7 @@ func (h *Runtime) ConfirmClearCooldowns(c echo.Context) error {
 			cooling++
 		}
 	}
-	lines := []string{views.Plural(cooling, "cooling connection returns", "cooling connections return") +
+	lines := []string{human.Plural(cooling, "cooling connection returns", "cooling connections return") +
 		" to rotation at once; backoff levels, failure counters and model lockouts of every non-terminal connection are cleared too."}
 	switch {
 	case terminal == 1:
@@ -382,7 +383,7 @@ func (h *Runtime) ClearCooldowns(c echo.Context) error {
 		return err
 	}
 	trigger(c, views.EventResilienceChanged, nil)
-	text := "Cleared " + views.Plural(len(res.Cleared), "cooldown", "cooldowns") + "."
+	text := "Cleared " + human.Plural(len(res.Cleared), "cooldown", "cooldowns") + "."
 	switch n := len(res.SkippedTerminal); n {
 	case 0:
 	case 1:
@@ -435,7 +436,7 @@ func (h *Runtime) ConfirmClearModelCooldowns(c echo.Context) error {
 	snap := h.Status.Snapshot()
 	cf := views.RuntimeConfirm(views.ModelCooldownsCardID, "Clear all model lockouts?", "Clear all",
 		"/runtime/model-cooldowns/clear", views.ModelCooldownsCardID,
-		views.Plural(snap.Counts().Locked, "locked model returns", "locked models return")+" to rotation at once, and the escalation memory of every lockout is forgotten.")
+		human.Plural(snap.Counts().Locked, "locked model returns", "locked models return")+" to rotation at once, and the escalation memory of every lockout is forgotten.")
 	return h.parts(c, views.ConfirmBox(*cf), func(vm *views.RuntimePageVM) { vm.Models.Confirm = cf })
 }
 
@@ -447,7 +448,7 @@ func (h *Runtime) ClearModelCooldowns(c echo.Context) error {
 		return err
 	}
 	trigger(c, views.EventResilienceChanged, nil)
-	toast(c, "success", "Cleared "+views.Plural(n, "model lockout", "model lockouts")+".")
+	toast(c, "success", "Cleared "+human.Plural(n, "model lockout", "model lockouts")+".")
 	return afterMutation(c, runtimeHref, func() error {
 		snap := h.Status.Snapshot()
 		return renderPanel(c, views.ModelCooldownsCard(modelCooldownsVM(&snap, h.Catalogue)), views.ModelCooldownsConfID)

@@ -10,10 +10,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"switchyard/services"
+	"switchyard/services/human"
 	"switchyard/services/resilience"
 	"switchyard/services/settings"
 	"switchyard/services/settings/schema"
@@ -128,7 +130,7 @@ func builtinRuleRows(rules []resilience.ErrorRule) []views.BuiltinRuleVM {
 			b.Header = r.Header.Name + " contains " + r.Header.Contains
 		}
 		if r.CooldownMs != nil {
-			b.Cooldown = views.HumanMs(*r.CooldownMs)
+			b.Cooldown = human.Duration(time.Duration(*r.CooldownMs)*time.Millisecond, human.Length)
 		}
 		out[i] = b
 	}

@@ -6,10 +6,11 @@ package services
 
 import (
 	"errors"
-	"fmt"
 	"sort"
 	"strings"
 	"time"
+
+	"switchyard/services/human"
 )
 
 // Sentinel errors. Wrap them with context; callers test with errors.Is.
@@ -27,10 +28,7 @@ type ValidationError struct {
 }
 
 func (e *ValidationError) Error() string {
-	if len(e.Fields) == 1 {
-		return "1 field is invalid"
-	}
-	return fmt.Sprintf("%d fields are invalid", len(e.Fields))
+	return human.Plural(len(e.Fields), "field is", "fields are") + " invalid"
 }
 
 // Keys returns the invalid field names in a stable order.
@@ -78,20 +76,8 @@ type ThrottledError struct {
 }
 
 func (e *ThrottledError) Error() string {
-	return "Too many failed sign-in attempts from your address. Try again in " + HumanDuration(e.RetryAfter) + "."
-}
-
-// HumanDuration renders a wait as "4 min 10 s" / "30 s" for messages.
-func HumanDuration(d time.Duration) string {
-	s := int((d + time.Second - 1) / time.Second)
-	if s < 60 {
-		return fmt.Sprintf("%d s", s)
-	}
-	m, s := s/60, s%60
-	if s == 0 {
-		return fmt.Sprintf("%d min", m)
-	}
-	return fmt.Sprintf("%d min %d s", m, s)
+	wait := (e.RetryAfter + time.Second - 1).Truncate(time.Second) // whole seconds, rounded up
+	return "Too many failed sign-in attempts from your address. Try again in " + human.Duration(wait, human.Length) + "."
 }
 
 // trimmed reports whether s has surrounding white space.

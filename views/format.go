@@ -1,7 +1,6 @@
 package views
 
 import (
-	"fmt"
 	"math"
 	"sort"
 	"strconv"
@@ -9,26 +8,16 @@ import (
 	"time"
 
 	"switchyard/services"
+	"switchyard/services/human"
 )
 
 func itoa64(v int64) string { return strconv.FormatInt(v, 10) }
 
 func itoa(v int) string { return strconv.Itoa(v) }
 
-// humanMs renders a remaining time as "1 m 24 s".
-func humanMs(ms int64) string {
-	s := (ms + 999) / 1000
-	switch {
-	case s < 60:
-		return fmt.Sprintf("%d s", s)
-	case s < 3600:
-		return fmt.Sprintf("%d m %d s", s/60, s%60)
-	}
-	return fmt.Sprintf("%d h %d m", s/3600, (s%3600)/60)
-}
-
-// HumanMs is humanMs for handlers and tests.
-func HumanMs(ms int64) string { return humanMs(ms) }
+// millis is a millisecond count of a view model as a duration, for
+// human.Duration.
+func millis(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
 
 func errorTitle(status int) string {
 	switch status {
@@ -45,12 +34,8 @@ func errorTitle(status int) string {
 	return "Request problem"
 }
 
-func problemCount(n int) string {
-	if n == 1 {
-		return "There is 1 problem with this form"
-	}
-	return fmt.Sprintf("There are %d problems with this form", n)
-}
+// problemCount is the title of a form's error summary.
+func problemCount(n int) string { return "This form has " + human.Plural(n, "problem", "problems") }
 
 func sortedKeys(m map[string]string) []string {
 	keys := make([]string, 0, len(m))
@@ -67,20 +52,23 @@ func fieldAnchor(field string) string { return strings.ReplaceAll(field, ".", "-
 // RFC3339 formats an instant for <time datetime>.
 func RFC3339(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
 
-// Ago renders a relative time such as "3 min ago".
+// Ago renders a relative time such as "3 min ago" (50-dashboard §4): the
+// age in human.Length words, cut to its largest unit below two days.
 func Ago(t, now time.Time) string {
 	d := now.Sub(t)
 	switch {
 	case d < 0:
-		return "in " + humanMs((-d).Milliseconds())
+		return "in " + human.Duration(-d, human.Countdown)
 	case d < time.Minute:
 		return "just now"
 	case d < time.Hour:
-		return fmt.Sprintf("%d min ago", int(d.Minutes()))
+		d = d.Truncate(time.Minute)
 	case d < 48*time.Hour:
-		return fmt.Sprintf("%d h ago", int(d.Hours()))
+		d = d.Truncate(time.Hour)
+	default:
+		d = d.Truncate(24 * time.Hour)
 	}
-	return fmt.Sprintf("%d days ago", int(d.Hours()/24))
+	return human.Duration(d, human.Length) + " ago"
 }
 
 // CostText renders an estimated cost in US dollars with two significant
@@ -95,7 +83,7 @@ func CostText(c services.Cost) string {
 	case c.NanoUSD == 0:
 		return "$0"
 	case usd >= 1000:
-		return "$" + Thousands(int64(math.Round(usd)))
+		return "$" + human.Thousands(int64(math.Round(usd)))
 	case usd >= 1:
 		return "$" + strconv.FormatFloat(usd, 'f', 2, 64)
 	case usd < 0.000001:

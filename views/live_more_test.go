@@ -230,12 +230,12 @@ func TestTrafficChart(t *testing.T) {
 	if ticks := c.YTicks(); len(ticks) != 3 || ticks[1].Label != "2" || ticks[2].Label != "4" || ticks[2].Pos != "8" {
 		t.Errorf("y ticks %+v", ticks)
 	}
-	if x := c.XTicks(); x[0].Label != "−60 min" || x[1].Label != "−30 min" || x[2].Label != "now" {
+	if x := c.XTicks(); x[0].Label != "−1 h" || x[1].Label != "−30 min" || x[2].Label != "now" {
 		t.Errorf("x ticks %+v", x)
 	}
 
 	day := NewTrafficChartVM(entries, LookupOverviewWindow("24h"), now)
-	if len(day.Buckets) != 96 || day.Title() != "Requests per 15 minutes" || day.Successes != 4 || day.XTicks()[0].Label != "−24 h" {
+	if len(day.Buckets) != 96 || day.Title() != "Requests per 15 minutes" || day.Successes != 4 || day.XTicks()[0].Label != "−1 day" {
 		t.Errorf("24 h chart: %d buckets, %q, %d successes", len(day.Buckets), day.Title(), day.Successes)
 	}
 

@@ -85,7 +85,7 @@ func TestLockoutPreview(t *testing.T) {
 		{"120000", "1800000", "10", "true", "2 min → 4 min → 8 min → 16 min → 30 min (cap)", true},
 		{"120000", "1800000", "2", "true", "2 min → 4 min → 8 min", true},
 		{"60000", "600000", "10", "false", "1 min on every repeat failure", true},
-		{"1000", "3600000", "20", "true", "1 s → 2 s → 4 s → 8 s → 16 s → 32 s → 64 s → 128 s → …", true},
+		{"1000", "3600000", "20", "true", "1 s → 2 s → 4 s → 8 s → 16 s → 32 s → 1 min 4 s → 2 min 8 s → …", true},
 		{"120000", "60000", "10", "true", "", false},
 		{"", "60000", "10", "true", "", false},
 	} {

@@ -9,6 +9,7 @@ import (
 	"github.com/a-h/templ"
 
 	"switchyard/services"
+	"switchyard/services/human"
 	"switchyard/services/stats"
 )
 
@@ -102,7 +103,7 @@ func (r ComboRowVM) TrafficText() string {
 	case r.Traffic.Requests == 0:
 		return "no requests"
 	}
-	return strconv.Itoa(r.Traffic.Requests) + " " + pluralWord(r.Traffic.Requests, "request", "requests") + " · " +
+	return human.Plural(r.Traffic.Requests, "request", "requests") + " · " +
 		r.Traffic.SuccessRateText() + " success"
 }
 

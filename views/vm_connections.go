@@ -11,6 +11,7 @@ import (
 	"github.com/a-h/templ"
 
 	"switchyard/services"
+	"switchyard/services/human"
 	"switchyard/services/quota"
 )
 
@@ -339,7 +340,7 @@ func NewConnectionRowVM(c services.Connection, now time.Time) ConnectionRowVM {
 	if t := c.LastTest; t != nil {
 		r.LastTest = NewTimeVM(&t.At, now)
 		if t.OK {
-			r.TestText = "OK · " + strconv.FormatInt(t.LatencyMs, 10) + " ms"
+			r.TestText = "OK · " + human.Duration(millis(t.LatencyMs), human.Latency)
 		} else {
 			r.TestText = "failed"
 			if t.Status != 0 {
@@ -581,13 +582,6 @@ func maskedTail(s services.Secret) string {
 		p = p[i+len("…"):]
 	}
 	return strings.TrimSpace("•••• " + p)
-}
-
-func connectionCount(n int) string {
-	if n == 1 {
-		return "1 connection"
-	}
-	return strconv.Itoa(n) + " connections"
 }
 
 // hasPrefixError reports an error on any field below prefix (opens its disclosure).

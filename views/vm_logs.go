@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"switchyard/services"
+	"switchyard/services/human"
 )
 
 // ---------------------------------------------------------------------------
@@ -177,7 +178,7 @@ func NewLogRowVM(e services.RequestLogEntry, conns map[string]string, now time.T
 	at := e.CreatedAt
 	r := LogRowVM{ID: e.ID, ShortID: shortID(e.ID), Time: NewTimeVM(&at, now), KeyName: e.APIKeyName, KeyPrefix: e.APIKeyPrefix,
 		Requested: e.RequestedModel, Combo: e.ComboName, Status: e.Status, ErrorCode: e.ErrorCode, Attempts: e.Attempts,
-		Stream: e.Stream, Latency: LatencyText(e.LatencyMs), TokensIn: Thousands(e.PromptTokens), TokensOut: Thousands(e.CompletionTokens),
+		Stream: e.Stream, Latency: human.Duration(millis(e.LatencyMs), human.Latency), TokensIn: human.Thousands(e.PromptTokens), TokensOut: human.Thousands(e.CompletionTokens),
 		Fallback: e.EmergencyFallback, FallbackFailed: e.EmergencyFallback && e.Outcome != services.RequestOutcomeEmergencyFallback,
 		Cost: CostText(e.EstimatedCost)}
 	if e.Provider != "" {
@@ -185,7 +186,7 @@ func NewLogRowVM(e services.RequestLogEntry, conns map[string]string, now time.T
 	}
 	r.Conn = connName(conns, e.ConnectionID)
 	if e.TtftMs != nil {
-		r.TTFT = LatencyText(*e.TtftMs)
+		r.TTFT = human.Duration(millis(*e.TtftMs), human.Latency)
 	}
 	return r
 }
@@ -203,33 +204,6 @@ func shortID(id string) string {
 		return id
 	}
 	return "…" + id[len(id)-10:]
-}
-
-// LatencyText renders a duration per 50-dashboard §4: ms below 10 s, else
-// seconds with one decimal.
-func LatencyText(ms int64) string {
-	if ms < 10_000 {
-		return Thousands(ms) + " ms"
-	}
-	return strconv.FormatFloat(float64(ms)/1000, 'f', 1, 64) + " s"
-}
-
-// Thousands renders a count with thousands separators.
-func Thousands(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
 }
 
 // LogDetailVM is the detail drawer of one request.
@@ -336,8 +310,8 @@ func ReasonText(r string) string {
 func NewLogDetailVM(e services.RequestLogEntry, conns map[string]string, now time.Time, closeURL string) LogDetailVM {
 	d := LogDetailVM{Row: NewLogRowVM(e, conns, now), ClientRequestID: e.ClientRequestID, Endpoint: e.Endpoint,
 		Outcome: logOutcomeLabels[e.Outcome], StreamOutcome: e.StreamOutcome, Strategy: e.Strategy, ComboPath: e.ComboPath,
-		UpstreamLatency: LatencyText(e.UpstreamLatencyMs), CachedTokens: Thousands(e.CachedTokens),
-		ReasoningTokens: Thousands(e.ReasoningTokens), Warnings: e.Warnings, CloseURL: closeURL}
+		UpstreamLatency: human.Duration(millis(e.UpstreamLatencyMs), human.Latency), CachedTokens: human.Thousands(e.CachedTokens),
+		ReasoningTokens: human.Thousands(e.ReasoningTokens), Warnings: e.Warnings, CloseURL: closeURL}
 	if d.Outcome == "" {
 		d.Outcome = e.Outcome
 	}
@@ -355,7 +329,7 @@ func NewLogDetailVM(e services.RequestLogEntry, conns map[string]string, now tim
 			waits++
 			w := row.Wait
 			wv := WaitVM{Index: waits, Title: waitTitles[w.Kind], Reason: ReasonText(w.Reason), Target: w.Target,
-				Offset: "+" + Thousands(w.StartOffsetMs) + " ms", Duration: LatencyText(w.WaitedMs)}
+				Offset: "+" + human.Thousands(w.StartOffsetMs) + " ms", Duration: human.Duration(millis(w.WaitedMs), human.Latency)}
 			if wv.Title == "" {
 				wv.Title = "Waited"
 			}
@@ -390,19 +364,19 @@ var waitTitles = map[string]string{
 func newAttemptVM(index int, a *services.AttemptRecord, conns map[string]string, received time.Time, timed bool) AttemptVM {
 	av := AttemptVM{Index: index, Target: a.Provider + "/" + a.Model, Conn: connName(conns, a.ConnectionID),
 		Outcome: ReasonText(a.Outcome), Detail: strings.ReplaceAll(a.Detail, "_", " "), ErrorCode: a.ErrorCode,
-		Latency: LatencyText(a.LatencyMs), Hint: a.RetryHintSource, Success: a.Outcome == "success"}
+		Latency: human.Duration(millis(a.LatencyMs), human.Latency), Hint: a.RetryHintSource, Success: a.Outcome == "success"}
 	if a.UpstreamStatus > 0 {
 		av.Status = strconv.Itoa(a.UpstreamStatus)
 	} else {
 		av.Status = "no response"
 	}
 	if a.HintMs > 0 && av.Hint != "" {
-		av.Hint = LatencyText(a.HintMs) + " from " + av.Hint
+		av.Hint = human.Duration(millis(a.HintMs), human.Latency) + " from " + av.Hint
 	}
 	if !timed {
 		return av
 	}
-	av.Offset = "+" + Thousands(a.StartOffsetMs) + " ms"
+	av.Offset = "+" + human.Thousands(a.StartOffsetMs) + " ms"
 	if av.Success {
 		return av
 	}
@@ -423,7 +397,7 @@ func effectText(f services.AttemptEffect, ended time.Time) string {
 		u := time.UnixMilli(f.UntilMs).UTC()
 		until = " until " + u.Format("15:04:05") + " UTC"
 		if d := u.Sub(ended); d > 0 {
-			until += " (" + LatencyText(d.Milliseconds()) + ")"
+			until += " (" + human.Duration(d, human.Latency) + ")"
 		}
 	}
 	switch f.Kind {
@@ -448,10 +422,10 @@ func effectText(f services.AttemptEffect, ended time.Time) string {
 // timelineSum says how the timeline adds up to the request's total.
 func timelineSum(tl services.Timeline, attempts, waits int) string {
 	if !tl.Recorded {
-		return "Total " + Thousands(tl.TotalMs) + " ms; this request was logged before waits and start times were recorded."
+		return "Total " + human.Thousands(tl.TotalMs) + " ms; this request was logged before waits and start times were recorded."
 	}
-	return "Total " + Thousands(tl.TotalMs) + " ms = " + Thousands(tl.AttemptsMs) + " ms in " + plural(attempts, "attempt", "attempts") +
-		" + " + Thousands(tl.WaitsMs) + " ms in " + plural(waits, "wait", "waits") + " + " + Thousands(tl.GapsMs) + " ms in the gateway"
+	return "Total " + human.Thousands(tl.TotalMs) + " ms = " + human.Thousands(tl.AttemptsMs) + " ms in " + human.Plural(attempts, "attempt", "attempts") +
+		" + " + human.Thousands(tl.WaitsMs) + " ms in " + human.Plural(waits, "wait", "waits") + " + " + human.Thousands(tl.GapsMs) + " ms in the gateway"
 }
 
 // logFocus is the first invalid filter.

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	"switchyard/services/human"
 	"switchyard/services/stats"
 )
 
@@ -109,7 +110,7 @@ func latencyOrDash(ok bool, ms int64) string {
 	if !ok {
 		return "—"
 	}
-	return LatencyText(ms)
+	return human.Duration(millis(ms), human.Latency)
 }
 
 // ResilienceTilesVM is "Resilience at a glance": each count links to its
@@ -150,14 +151,11 @@ func (r ResilienceTilesVM) Tiles() []ResilienceTile {
 // trafficNote says what the figures cover.
 func (vm OverviewStatsVM) trafficNote(now time.Time) string {
 	t := vm.Traffic
-	word := "requests"
-	if t.Requests == 1 {
-		word = "request"
-	}
+	count := human.Plural(t.Requests, "request", "requests") + "."
 	if t.SinceStart {
-		return vm.Window.Label + ", since start (" + Ago(t.Since, now) + "): " + Thousands(int64(t.Requests)) + " " + word + "."
+		return vm.Window.Label + ", since start (" + Ago(t.Since, now) + "): " + count
 	}
-	return vm.Window.Label + ": " + Thousands(int64(t.Requests)) + " " + word + "."
+	return vm.Window.Label + ": " + count
 }
 
 // TrafficNote is trafficNote at the time the figures were read.

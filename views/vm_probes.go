@@ -8,6 +8,7 @@ import (
 
 	"switchyard/services"
 	"switchyard/services/gateway"
+	"switchyard/services/human"
 )
 
 // View models of the connection Test button, the combo readiness dots, the
@@ -23,9 +24,9 @@ type ConnTestResultVM struct {
 // NewConnTestResultVM words a connection test result.
 func NewConnTestResultVM(r services.TestResult) ConnTestResultVM {
 	if r.OK {
-		text := "OK · " + LatencyText(r.LatencyMs)
+		text := "OK · " + human.Duration(millis(r.LatencyMs), human.Latency)
 		if len(r.Models) > 0 {
-			text += " · " + plural(len(r.Models), "model", "models")
+			text += " · " + human.Plural(len(r.Models), "model", "models")
 		}
 		return ConnTestResultVM{OK: true, Text: text}
 	}
@@ -37,7 +38,7 @@ func NewConnTestResultVM(r services.TestResult) ConnTestResultVM {
 		msg = "Failed — " + msg
 	}
 	if r.Status != 0 || r.LatencyMs > 0 {
-		msg += " · " + LatencyText(r.LatencyMs)
+		msg += " · " + human.Duration(millis(r.LatencyMs), human.Latency)
 	}
 	return ConnTestResultVM{Text: msg}
 }
@@ -191,7 +192,7 @@ func NewComboTestVM(c services.Combo, results []gateway.ComboTestResult, forced 
 			row.Status = strconv.Itoa(r.Status)
 		}
 		if r.LatencyMs != nil {
-			row.Latency = LatencyText(*r.LatencyMs)
+			row.Latency = human.Duration(millis(*r.LatencyMs), human.Latency)
 		}
 		switch r.Outcome {
 		case gateway.ComboTestOK:
@@ -205,7 +206,7 @@ func NewComboTestVM(c services.Combo, results []gateway.ComboTestResult, forced 
 			row.Detail = skipText(r.SkipReason)
 			if r.RetryAfterMs != nil {
 				if cd := countdownAfter(*r.RetryAfterMs, now); cd != nil {
-					row.Detail += "; eligible again in " + humanMs(cd.Ms)
+					row.Detail += "; eligible again in " + human.Duration(millis(cd.Ms), human.Countdown)
 				}
 			}
 			if heldBackReasons[r.SkipReason] {
@@ -296,15 +297,15 @@ var UnknownTargetMetrics = TargetMetricsVM{Samples: "0", SuccessRate: "—", Avg
 // NewTargetMetricsVM words a target's dispatch metrics.
 func NewTargetMetricsVM(s gateway.TargetStats) TargetMetricsVM {
 	vm := UnknownTargetMetrics
-	vm.Samples = Thousands(int64(s.Samples))
+	vm.Samples = human.Thousands(int64(s.Samples))
 	if s.SuccessRate != nil {
 		vm.SuccessRate = PercentText(*s.SuccessRate)
 	}
 	if s.AvgLatencyMs != nil {
-		vm.AvgLatency = LatencyText(int64(math.Round(*s.AvgLatencyMs)))
+		vm.AvgLatency = human.Duration(millis(int64(math.Round(*s.AvgLatencyMs))), human.Latency)
 	}
 	if s.P95LatencyMs != nil {
-		vm.P95Latency = LatencyText(int64(math.Round(*s.P95LatencyMs)))
+		vm.P95Latency = human.Duration(millis(int64(math.Round(*s.P95LatencyMs))), human.Latency)
 	}
 	return vm
 }

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	"switchyard/services/human"
 	"switchyard/services/quota"
 )
 
@@ -73,7 +74,7 @@ func newQuotaWindowVM(key, label string, w quota.WindowView, now time.Time) Quot
 		vm.Resets = NewCountdownVM(w.ResetAt, now)
 	}
 	if w.Limit > 0 {
-		vm.Left = Thousands(w.Remaining) + " of " + Thousands(w.Limit) + " left"
+		vm.Left = human.Thousands(w.Remaining) + " of " + human.Thousands(w.Limit) + " left"
 	}
 	vm.Observed = NewTimeVM(&w.ObservedAt, now)
 	return vm

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"switchyard/services"
+	"switchyard/services/human"
 	"switchyard/services/leases"
 	"switchyard/services/resilience"
 	"switchyard/services/traffic"
@@ -64,17 +65,6 @@ func NewBreakerBadge(s resilience.BreakerState) BadgeVM {
 
 // reasonText turns a reason code into words ("rate_limit" → "rate limit").
 func reasonText(r string) string { return strings.ReplaceAll(r, "_", " ") }
-
-// plural is "1 model" / "2 models".
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return strconv.Itoa(n) + " " + many
-}
-
-// Plural is plural for handlers (toasts).
-func Plural(n int, one, many string) string { return plural(n, one, many) }
 
 // shortText cuts s to at most 120 characters (the full text goes in a disclosure).
 func shortText(s string) (short, full string) {
@@ -515,14 +505,6 @@ func newQueueRowVM(q QueueConn, st traffic.QueueStats, now time.Time) QueueRowVM
 	return r
 }
 
-// msText is a configured duration: "350 ms" below 10 s, else as humanMs.
-func msText(ms int64) string {
-	if ms < 10_000 {
-		return strconv.FormatInt(ms, 10) + " ms"
-	}
-	return humanMs(ms)
-}
-
 // ConcurrencyText is a connection's slots in use against its limit ("1 / 2").
 func ConcurrencyText(inFlight, limit int) string {
 	return strconv.Itoa(inFlight) + " / " + strconv.Itoa(limit)
@@ -577,16 +559,16 @@ func (vm IncidentsVM) Danger() bool { return vm.OpenBreakers+vm.Terminal > 0 }
 func (vm IncidentsVM) Text() string {
 	var parts []string
 	if vm.OpenBreakers > 0 {
-		parts = append(parts, plural(vm.OpenBreakers, "breaker", "breakers")+" open")
+		parts = append(parts, human.Plural(vm.OpenBreakers, "breaker", "breakers")+" open")
 	}
 	if vm.Terminal > 0 {
-		parts = append(parts, plural(vm.Terminal, "connection", "connections")+" terminal")
+		parts = append(parts, human.Plural(vm.Terminal, "connection", "connections")+" terminal")
 	}
 	if vm.Cooling > 0 {
-		parts = append(parts, plural(vm.Cooling, "connection", "connections")+" cooling")
+		parts = append(parts, human.Plural(vm.Cooling, "connection", "connections")+" cooling")
 	}
 	if vm.Locked > 0 {
-		t := plural(vm.Locked, "model", "models") + " locked"
+		t := human.Plural(vm.Locked, "model", "models") + " locked"
 		if vm.LockoutOff {
 			t += " (lockout off)"
 		}
@@ -677,17 +659,6 @@ func HealthReason(r string) string {
 	return reasonText(code) + ": " + arg
 }
 
-// HumanDuration renders an uptime as "3 d 4 h", "2 h 5 m" or "45 s".
-func HumanDuration(d time.Duration) string {
-	if d >= 24*time.Hour {
-		return fmt.Sprintf("%d d %d h", int(d.Hours())/24, int(d.Hours())%24)
-	}
-	if d < 0 {
-		d = 0
-	}
-	return humanMs(d.Milliseconds())
-}
-
 // HumanBytes renders a size as "512 B", "12.3 KiB", "4.0 MiB".
 func HumanBytes(n int64) string {
 	const unit = 1024
@@ -738,7 +709,7 @@ func (r ConnectionRowVM) WithLive(locks []resilience.LockoutStatus, backoffMax i
 
 // LockedText is "2 models locked".
 func (r ConnectionRowVM) LockedText() string {
-	return plural(len(r.Locked), "model", "models") + " locked"
+	return human.Plural(len(r.Locked), "model", "models") + " locked"
 }
 
 // Signatures of the live cells: GET /connections/statuses re-sends a cell

@@ -8,6 +8,7 @@ import (
 
 	"github.com/a-h/templ"
 
+	"switchyard/services/human"
 	"switchyard/services/settings/schema"
 )
 
@@ -394,7 +395,7 @@ func settingHelp(fd SettingsFieldData, lbl settingLabel) string {
 		def := fd.Default + unit
 		if lbl.Unit == "ms" {
 			if n, err := strconv.ParseInt(fd.Default, 10, 64); err == nil && n >= 1000 {
-				def += " (" + humanDurationMs(n) + ")"
+				def += " (" + human.Duration(millis(n), human.Length) + ")"
 			}
 		}
 		b = append(b, fmt.Sprintf("Default %s; %s–%s%s. Leave blank for the default.", def,
@@ -406,27 +407,6 @@ func settingHelp(fd SettingsFieldData, lbl settingLabel) string {
 		b = append(b, "Environment variable "+f.Env+".")
 	}
 	return strings.Join(b, " ")
-}
-
-// humanDurationMs renders a whole duration compactly: "2 min", "1 h 30 min", "7 days", "4.5 s".
-func humanDurationMs(ms int64) string {
-	switch {
-	case ms%86_400_000 == 0:
-		d := ms / 86_400_000
-		if d == 1 {
-			return "1 day"
-		}
-		return fmt.Sprintf("%d days", d)
-	case ms%3_600_000 == 0:
-		return fmt.Sprintf("%d h", ms/3_600_000)
-	case ms >= 3_600_000 && ms%60_000 == 0:
-		return fmt.Sprintf("%d h %d min", ms/3_600_000, ms%3_600_000/60_000)
-	case ms%60_000 == 0:
-		return fmt.Sprintf("%d min", ms/60_000)
-	case ms%1000 == 0:
-		return fmt.Sprintf("%d s", ms/1000)
-	}
-	return strconv.FormatFloat(float64(ms)/1000, 'f', -1, 64) + " s"
 }
 
 // SourceText names where a value comes from.
@@ -617,14 +597,6 @@ func settingAttrs(f SettingsFieldVM, errs FieldErrors, focus string) templ.Attri
 		a["class"] = "input--md"
 	}
 	return a
-}
-
-// lockoutCount words the number of active model lockouts.
-func lockoutCount(n int) string {
-	if n == 1 {
-		return "1 active lockout"
-	}
-	return strconv.Itoa(n) + " active lockouts"
 }
 
 func containsString(list []string, s string) bool {

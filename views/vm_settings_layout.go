@@ -3,8 +3,8 @@ package views
 import (
 	"strconv"
 	"strings"
-	"time"
 
+	"switchyard/services/human"
 	"switchyard/services/resilience"
 	"switchyard/services/settings/schema"
 )
@@ -105,7 +105,7 @@ func (f SettingsFieldVM) Human() string {
 	if err != nil || ms < 1000 {
 		return ""
 	}
-	return humanDurationMs(ms)
+	return human.Duration(millis(ms), human.Length)
 }
 
 // HumanID is the element id of the human-units text (an aria-describedby
@@ -145,7 +145,7 @@ func (vm SettingsCardVM) LockoutPreview() (text string, ok bool) {
 		UseExponentialBackoff: values["useExponentialBackoff"] == "true" || values["useExponentialBackoff"] == "on"}
 	lengths, capped := cfg.Ladder(lockoutPreviewSteps + 1)
 	if len(lengths) == 1 {
-		return humanDuration(lengths[0]) + " on every repeat failure", true
+		return human.Duration(lengths[0], human.Length) + " on every repeat failure", true
 	}
 	parts := make([]string, 0, len(lengths))
 	for i, d := range lengths {
@@ -153,7 +153,7 @@ func (vm SettingsCardVM) LockoutPreview() (text string, ok bool) {
 			parts = append(parts, "…")
 			break
 		}
-		parts = append(parts, humanDuration(d))
+		parts = append(parts, human.Duration(d, human.Length))
 	}
 	text = strings.Join(parts, " → ")
 	if capped {
@@ -161,5 +161,3 @@ func (vm SettingsCardVM) LockoutPreview() (text string, ok bool) {
 	}
 	return text, true
 }
-
-func humanDuration(d time.Duration) string { return humanDurationMs(d.Milliseconds()) }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"switchyard/services/human"
 	"switchyard/services/stats"
 )
 
@@ -101,8 +102,8 @@ func (c TrafficChartVM) Title() string { return "Requests per " + c.Unit() }
 // Desc summarises the chart in words, for its <desc>.
 func (c TrafficChartVM) Desc() string {
 	total := c.Successes + c.Failures
-	s := Thousands(int64(total)) + " " + pluralWord(total, "request", "requests") + " in the " + c.WindowLbl + ": " +
-		Thousands(int64(c.Successes)) + " succeeded, " + Thousands(int64(c.Failures)) + " failed."
+	s := human.Plural(total, "request", "requests") + " in the " + c.WindowLbl + ": " +
+		human.Thousands(int64(c.Successes)) + " succeeded, " + human.Thousands(int64(c.Failures)) + " failed."
 	if total > 0 {
 		busiest := c.Buckets[0]
 		for _, b := range c.Buckets {
@@ -110,19 +111,12 @@ func (c TrafficChartVM) Desc() string {
 				busiest = b
 			}
 		}
-		s += " Busiest " + c.Unit() + ": " + c.BucketLabel(busiest) + " with " + Thousands(int64(busiest.OK+busiest.Fail)) + "."
+		s += " Busiest " + c.Unit() + ": " + c.BucketLabel(busiest) + " with " + human.Thousands(int64(busiest.OK+busiest.Fail)) + "."
 	}
 	if c.Aborted > 0 {
-		s += " " + Thousands(int64(c.Aborted)) + " client " + pluralWord(c.Aborted, "abort is", "aborts are") + " not shown."
+		s += " " + human.Plural(c.Aborted, "client abort is", "client aborts are") + " not shown."
 	}
 	return s
-}
-
-func pluralWord(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }
 
 // BucketLabel names a bucket by its UTC start time ("10:42 UTC").
@@ -205,18 +199,10 @@ func (c TrafficChartVM) XTicks() []ChartTickVM {
 	span := c.Bucket * time.Duration(len(c.Buckets))
 	half := span / 2
 	return []ChartTickVM{
-		{Pos: svgNum(chartLeft), Label: "−" + spanText(span), Align: "start"},
-		{Pos: svgNum(chartLeft + chartPlotW/2), Label: "−" + spanText(half), Align: "middle"},
+		{Pos: svgNum(chartLeft), Label: "−" + human.Duration(span, human.Length), Align: "start"},
+		{Pos: svgNum(chartLeft + chartPlotW/2), Label: "−" + human.Duration(half, human.Length), Align: "middle"},
 		{Pos: svgNum(chartLeft + chartPlotW), Label: "now", Align: "end"},
 	}
-}
-
-// spanText is "60 min" below two hours, else "12 h".
-func spanText(d time.Duration) string {
-	if d < 2*time.Hour {
-		return strconv.Itoa(int(d/time.Minute)) + " min"
-	}
-	return strconv.Itoa(int(d/time.Hour)) + " h"
 }
 
 // svgNum formats a coordinate with at most one decimal.
@@ -325,8 +311,8 @@ func NewCostVM(s stats.Summary, names map[string]string) CostVM {
 				break
 			}
 			l, sub := label(u)
-			out = append(out, CostRowVM{Label: l, Sub: sub, Requests: Thousands(int64(u.Requests)),
-				Tokens: Thousands(u.TokensIn) + " / " + Thousands(u.TokensOut), Cost: CostText(u.Cost), Unpriced: u.Unpriced})
+			out = append(out, CostRowVM{Label: l, Sub: sub, Requests: human.Thousands(int64(u.Requests)),
+				Tokens: human.Thousands(u.TokensIn) + " / " + human.Thousands(u.TokensOut), Cost: CostText(u.Cost), Unpriced: u.Unpriced})
 		}
 		return out
 	}
