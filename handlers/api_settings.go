@@ -3,9 +3,6 @@ package handlers
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
-	"mime"
 	"net/http"
 	"sort"
 	"strconv"
@@ -78,7 +75,7 @@ func showDocument[T any](c echo.Context, doc SettingsDocument[T]) error {
 // updateDocument answers the PATCH of a settings document with the full
 // effective document and the new ETag.
 func updateDocument[T any](h *SettingsAPI, c echo.Context, doc SettingsDocument[T], action string) error {
-	body, err := readSettingsBody(c)
+	body, err := apiBody(c)
 	if err != nil {
 		return err
 	}
@@ -103,7 +100,7 @@ func (h *SettingsAPI) ListFeatureFlags(c echo.Context) error {
 
 // UpdateFeatureFlags answers PATCH /api/feature-flags with the list.
 func (h *SettingsAPI) UpdateFeatureFlags(c echo.Context) error {
-	body, err := readSettingsBody(c)
+	body, err := apiBody(c)
 	if err != nil {
 		return err
 	}
@@ -113,25 +110,6 @@ func (h *SettingsAPI) UpdateFeatureFlags(c echo.Context) error {
 	}
 	h.audit(c, "settings.flags.update", "flags", patchKeys(body))
 	return writeAPIJSON(c, http.StatusOK, featureFlagsJSON{Flags: flags})
-}
-
-// readSettingsBody applies the body rules of 40-admin-api §1 (JSON media
-// type, at most 1 MiB); the settings service decodes strictly.
-func readSettingsBody(c echo.Context) ([]byte, error) {
-	r := c.Request()
-	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if mt != "application/json" {
-		return nil, errMediaType
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), r.Body, MaxAPIBody))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, errTooLarge
-		}
-		return nil, errInvalidJSON("the body could not be read")
-	}
-	return body, nil
 }
 
 func explainParam(c echo.Context) (bool, error) {

@@ -19,22 +19,93 @@ import (
 // MaxAPIBody is the management API's body limit (40-admin-api §1).
 const MaxAPIBody = 1 << 20
 
+// bodyProblem says why readJSONBody refused a body. Each audience words it
+// in its own error format: apiError for /api (40-admin-api §1),
+// gatewayError for /v1 (10-gateway-api §2 step 7).
+type bodyProblem uint8
+
+const (
+	bodyOK         bodyProblem = iota
+	bodyNotJSON                // the Content-Type is not application/json: 415
+	bodyTooLarge               // over the limit, announced or read: 413
+	bodyUnreadable             // the read failed (client gone, body deadline): 400
+)
+
+// readJSONBody is the one body reader of the handlers: the media type must be
+// JSON and the body at most max bytes. A Content-Length over max is refused
+// before anything is read. The read is bounded in time by the server's body
+// deadline (app: first byte, minimum rate, total), which also closes a
+// connection that sends too slowly.
+// w is the response the request came with (an oversized body closes the
+// connection after the answer).
+func readJSONBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, bodyProblem) {
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		return nil, bodyNotJSON
+	}
+	if r.ContentLength > max {
+		return nil, bodyTooLarge
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, bodyTooLarge
+		}
+		return nil, bodyUnreadable
+	}
+	return b, bodyOK
+}
+
+// apiError is the management API's answer to a refused body (the limit is
+// always MaxAPIBody there).
+func (p bodyProblem) apiError() error {
+	switch p {
+	case bodyNotJSON:
+		return errMediaType
+	case bodyTooLarge:
+		return errTooLarge
+	}
+	return errInvalidJSON("the body could not be read")
+}
+
+// gatewayError is the client API's answer to a refused body of at most max bytes.
+func (p bodyProblem) gatewayError(max int64) *services.GatewayError {
+	switch p {
+	case bodyNotJSON:
+		return gwErr(services.CodeUnsupportedMediaType, "Send the body as Content-Type: application/json.")
+	case bodyTooLarge:
+		return gwErr(services.CodeRequestTooLarge, fmt.Sprintf("The body is larger than %d bytes.", max))
+	}
+	return gwErr(services.CodeInvalidRequest, "The body could not be read.")
+}
+
+// gatewayBody reads a /v1 body for the gateway (gateway.Call.ReadBody),
+// refusing it in the client API's error format.
+func gatewayBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
+	body, p := readJSONBody(w, r, max)
+	if p != bodyOK {
+		return nil, p.gatewayError(max)
+	}
+	return body, nil
+}
+
+// apiBody reads a management API body (JSON, at most 1 MiB); the caller or
+// the service it hands the bytes to decodes strictly.
+func apiBody(c echo.Context) ([]byte, error) {
+	body, p := readJSONBody(c.Response(), c.Request(), MaxAPIBody)
+	if p != bodyOK {
+		return nil, p.apiError()
+	}
+	return body, nil
+}
+
 // decodeJSON reads a strict JSON body into dst: the media type must be JSON,
 // the body at most 1 MiB, every key known and every value of the right type.
 // Unknown keys and type errors come back together as one ValidationError.
 func decodeJSON(c echo.Context, dst any) error {
-	r := c.Request()
-	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if mt != "application/json" {
-		return errMediaType
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), r.Body, MaxAPIBody))
+	body, err := apiBody(c)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return errTooLarge
-		}
-		return errInvalidJSON("the body could not be read")
+		return err
 	}
 	return decodeStrict(body, dst)
 }

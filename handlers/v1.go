@@ -3,8 +3,6 @@ package handlers
 import (
 	"errors"
 	"fmt"
-	"io"
-	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -70,29 +68,6 @@ func (h *V1) authenticate(c echo.Context) (services.APIKey, error) {
 	return k, nil
 }
 
-// readBody checks the media type and reads the body under maxBytes, with
-// a read deadline; w is the echo response the request came with.
-func readBody(w http.ResponseWriter, r *http.Request, maxBytes int64) ([]byte, error) {
-	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if mt != "application/json" {
-		return nil, gwErr(services.CodeUnsupportedMediaType, "Send the body as Content-Type: application/json.")
-	}
-	if r.ContentLength > maxBytes {
-		return nil, gwErr(services.CodeRequestTooLarge, fmt.Sprintf("The body is larger than %d bytes.", maxBytes))
-	}
-	// The read is bounded by the server's body deadline (app: first byte,
-	// minimum rate, total), which also closes a connection that sends too slowly.
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBytes))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, gwErr(services.CodeRequestTooLarge, fmt.Sprintf("The body is larger than %d bytes.", maxBytes))
-		}
-		return nil, gwErr(services.CodeInvalidRequest, "The body could not be read.")
-	}
-	return b, nil
-}
-
 // ChatCompletions serves POST /v1/chat/completions (and /chat/completions).
 func (h *V1) ChatCompletions(c echo.Context) error { return h.serve(c, gateway.EndpointChat) }
 
@@ -144,7 +119,7 @@ func (h *V1) prepare(c echo.Context, ep gateway.Endpoint, call *gateway.Call) er
 		}
 		return err
 	}
-	*call = gateway.Call{ID: id, ClientRequestID: clientRequestID(c.Request()), Key: k, Endpoint: ep, Received: received, ReadBody: readBody}
+	*call = gateway.Call{ID: id, ClientRequestID: clientRequestID(c.Request()), Key: k, Endpoint: ep, Received: received, ReadBody: gatewayBody}
 	return nil
 }
 
@@ -274,13 +249,9 @@ func (h *V1) CountTokens(c echo.Context) error {
 	}
 	key = k
 	lim := h.Gateway.Limits()
-	body, err := readBody(c.Response(), c.Request(), lim.MaxBodyBytes)
-	if err != nil {
-		var gerr *services.GatewayError
-		if errors.As(err, &gerr) {
-			return fail(gerr)
-		}
-		return err
+	body, p := readJSONBody(c.Response(), c.Request(), lim.MaxBodyBytes)
+	if p != bodyOK {
+		return fail(p.gatewayError(lim.MaxBodyBytes))
 	}
 	top, m, _, gerr := gateway.ParseCountTokens(body, lim)
 	if gerr != nil {

@@ -3,9 +3,6 @@ package handlers
 import (
 	"encoding/json"
 	"errors"
-	"io"
-	"mime"
-	"net/http"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -25,6 +22,9 @@ type leaseAction struct {
 
 func leaseTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
 
+// maxLeaseActionBody bounds a lease action's body: a few short fields.
+const maxLeaseActionBody = 64 << 10
+
 func actionInvalid(msg string) error {
 	return gwErr(leases.CodeActionInvalid, msg)
 }
@@ -43,16 +43,17 @@ func (h *V1) SessionLeases(c echo.Context) error {
 	if h.Leases == nil {
 		return gwErr(services.CodeInternalError, "Leases are not available.")
 	}
-	if mt, _, _ := mime.ParseMediaType(c.Request().Header.Get("Content-Type")); mt != "application/json" {
-		return gwErr(services.CodeUnsupportedMediaType, "Send the body as Content-Type: application/json.")
+	b, p := readJSONBody(c.Response(), c.Request(), maxLeaseActionBody)
+	switch p {
+	case bodyOK:
+	case bodyNotJSON:
+		return p.gatewayError(maxLeaseActionBody)
+	default: // an oversized action is as invalid as a malformed one (400, not 413)
+		return actionInvalid("The body could not be read.")
 	}
 	owner, err := leases.ParseOwner(c.Request().Header.Get(leases.OwnerHeader))
 	if err != nil {
 		return leaseErr(err)
-	}
-	b, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, 64<<10))
-	if err != nil {
-		return actionInvalid("The body could not be read.")
 	}
 	var in leaseAction
 	dec := json.NewDecoder(bytesReader(b))
