@@ -97,7 +97,7 @@ func seedDemo(ctx context.Context, s *Server, baseURL string, d *demoEnv) error 
 		}
 		in := services.ConnectionInput{Provider: services.Some(demoProvider), Name: services.Some(dc.name), APIKey: services.Some(dc.key),
 			BaseURL: services.Some(baseURL), Priority: services.Some(i)}
-		if _, ok := s.catalog.Get().Get(demoProvider); !ok {
+		if _, ok := s.catalogue.Get().Get(demoProvider); !ok {
 			in.Custom = services.Some(services.CustomSpec{WireFormat: "openai", AuthClass: "apikey"})
 		}
 		if _, err := s.conns.Create(ctx, in); err != nil {

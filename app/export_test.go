@@ -26,8 +26,8 @@ func (s *Server) MountSettingsRoutes(docs SettingsDocs) {
 	}{
 		{http.MethodGet, "/api/resilience", h.ShowResilience},
 		{http.MethodPatch, "/api/resilience", h.UpdateResilience},
-		{http.MethodGet, "/api/settings", h.ShowSettings},
-		{http.MethodPatch, "/api/settings", h.UpdateSettings},
+		{http.MethodGet, "/api/settings", h.Show},
+		{http.MethodPatch, "/api/settings", h.Update},
 		{http.MethodGet, "/api/feature-flags", h.ListFeatureFlags},
 		{http.MethodPatch, "/api/feature-flags", h.UpdateFeatureFlags},
 	} {

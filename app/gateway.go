@@ -17,7 +17,7 @@ import (
 // registrySource feeds the gateway's snapshot from the admin services.
 type registrySource struct{ s *Server }
 
-func (r registrySource) Catalogue() *services.Catalogue { return r.s.catalog.Get() }
+func (r registrySource) Catalogue() *services.Catalogue { return r.s.catalogue.Get() }
 func (r registrySource) ListConnections(ctx context.Context) ([]services.Connection, error) {
 	return r.s.conns.List(ctx, services.ConnectionFilter{})
 }

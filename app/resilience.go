@@ -28,7 +28,7 @@ func (s *Server) wireResilience(ctx context.Context) error {
 	}
 	resetAfter := func(provider string) time.Duration {
 		profile := services.AuthAPIKey
-		if p, ok := s.catalog.Get().Get(provider); ok {
+		if p, ok := s.catalogue.Get().Get(provider); ok {
 			profile = p.AuthClass
 		}
 		if bp, ok := svc.BreakerConfig()[profile]; ok && bp.ResetTimeoutMs > 0 {
@@ -82,7 +82,7 @@ func (s *Server) resolveTarget(ctx context.Context, target string) error {
 		}
 	}
 	if p, m, ok := strings.Cut(target, "/"); ok && m != "" {
-		if _, ok := s.catalog.Get().Lookup(p); ok {
+		if _, ok := s.catalogue.Get().Lookup(p); ok {
 			return nil
 		}
 	}

@@ -71,11 +71,11 @@ func (s *Server) routes() *echo.Echo {
 	// Settings documents and feature flags (§2, §2.5, §9).
 	api.GET("/resilience", h.settingsAPI.ShowResilience)
 	api.PATCH("/resilience", h.settingsAPI.UpdateResilience)
-	api.GET("/settings", h.settingsAPI.ShowSettings)
-	api.PATCH("/settings", h.settingsAPI.UpdateSettings)
+	api.GET("/settings", h.settingsAPI.Show)
+	api.PATCH("/settings", h.settingsAPI.Update)
 	api.GET("/feature-flags", h.settingsAPI.ListFeatureFlags)
 	api.PATCH("/feature-flags", h.settingsAPI.UpdateFeatureFlags)
-	api.GET("/resilience/error-rules", h.rulesAPI.ErrorRules) // §2.4, rule tooling
+	api.GET("/resilience/error-rules", h.rulesAPI.List) // §2.4, rule tooling
 	api.POST("/resilience/classify", h.rulesAPI.Classify)
 
 	// Resilience state (§3).
@@ -93,7 +93,7 @@ func (s *Server) routes() *echo.Echo {
 	// Request queues and connection slots (§4.2), the traffic summary (§4.3).
 	api.GET("/concurrency", h.trafficAPI.ShowConcurrency)
 	api.POST("/concurrency/reset", h.trafficAPI.ResetConcurrency)
-	api.GET("/metrics/summary", h.metricsAPI.Summary)
+	api.GET("/metrics/summary", h.metricsAPI.ShowSummary)
 
 	// Connections (§5).
 	api.GET("/connections", h.connectionsAPI.List)

@@ -50,7 +50,7 @@ type Server struct {
 	clock     services.Clock
 	db        *gorm.DB
 	keyring   *services.Keyring
-	catalog   *services.CatalogueHolder
+	catalogue *services.CatalogueHolder
 	egress    *services.EgressGuard
 	settings  *models.SettingsStore
 	feed      services.ChangeFeed
@@ -171,10 +171,10 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 		s.shared = newSharedState(s)
 		s.feed = s.shared.feed
 	}
-	s.catalog = services.NewCatalogueHolder(services.NewCatalogue(customs))
+	s.catalogue = services.NewCatalogueHolder(services.NewCatalogue(customs))
 	s.settings = models.NewSettingsStore(s.db)
-	s.conns = services.NewConnections(connStore, s.clock, s.egress, s.catalog, s.feed)
-	s.combos = services.NewCombos(models.NewComboStore(s.db), connStore, s.clock, s.catalog, s.feed)
+	s.conns = services.NewConnections(connStore, s.clock, s.egress, s.catalogue, s.feed)
+	s.combos = services.NewCombos(models.NewComboStore(s.db), connStore, s.clock, s.catalogue, s.feed)
 	keyStore := models.NewKeyStore(s.db)
 	if s.keys, err = services.NewKeys(ctx, keyStore, connStore, s.clock, s.feed); err != nil {
 		return err

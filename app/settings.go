@@ -41,7 +41,7 @@ func (s *Server) wireSettings(ctx context.Context) error {
 	docs, err := OpenSettings(ctx, s.settings, resilience.SettingsOptions{
 		Getenv:        s.cfg.Getenv,
 		Logger:        s.log.With("component", "settings"),
-		KnownProvider: func(id string) bool { _, ok := s.catalog.Get().Get(id); return ok },
+		KnownProvider: func(id string) bool { _, ok := s.catalogue.Get().Get(id); return ok },
 		ResolveTarget: s.resolveTarget,
 		Feed:          s.feed,
 	})

@@ -132,9 +132,9 @@ func presentSummary(s stats.Summary, names map[string]string) summaryJSON {
 	return out
 }
 
-// Summary answers GET /api/metrics/summary?window=1h|24h (default 1h);
+// ShowSummary answers GET /api/metrics/summary?window=1h|24h (default 1h);
 // any other window is a 400.
-func (h *MetricsAPI) Summary(c echo.Context) error {
+func (h *MetricsAPI) ShowSummary(c echo.Context) error {
 	w := c.QueryParam("window")
 	if w == "" {
 		w = stats.Window1h

@@ -55,10 +55,10 @@ func presentRule(r resilience.ErrorRule) errorRuleJSON {
 	return out
 }
 
-// ErrorRules answers GET /api/resilience/error-rules: the status
+// List answers GET /api/resilience/error-rules: the status
 // restatements, the operator rules and the built-in rules, each in
 // evaluation order.
-func (h *RulesAPI) ErrorRules(c echo.Context) error {
+func (h *RulesAPI) List(c echo.Context) error {
 	var operator []resilience.ErrorRule
 	if h.Operator != nil {
 		operator = h.Operator()

@@ -48,12 +48,12 @@ func (h *SettingsAPI) UpdateResilience(c echo.Context) error {
 	return updateDocument(h, c, h.Resilience, "settings.resilience.update")
 }
 
-// ShowSettings answers GET /api/settings (?explain=true for sources).
-func (h *SettingsAPI) ShowSettings(c echo.Context) error { return showDocument(c, h.General) }
+// Show answers GET /api/settings (?explain=true for sources).
+func (h *SettingsAPI) Show(c echo.Context) error { return showDocument(c, h.General) }
 
-// UpdateSettings answers PATCH /api/settings with the full effective
+// Update answers PATCH /api/settings with the full effective
 // document and the new ETag.
-func (h *SettingsAPI) UpdateSettings(c echo.Context) error {
+func (h *SettingsAPI) Update(c echo.Context) error {
 	return updateDocument(h, c, h.General, "settings.general.update")
 }
 

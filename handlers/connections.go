@@ -401,7 +401,7 @@ func (h *Connections) ClearCooldown(c echo.Context) error {
 func resetConfirm(conn services.Connection, fromRuntime bool) *views.ConfirmVM {
 	lines := []string{
 		"This clears the terminal state, the cooldown, the backoff level and the failure counters, and re-enables its locked models. Requests may use it again at once.",
-		"If the account is still banned, expired or out of credits, the next failed request marks it terminal again.",
+		"If the connection is still banned, expired or out of credits, the next failed request marks it terminal again.",
 	}
 	if fromRuntime {
 		return views.RuntimeConfirm(views.RowTerminal, "Reset the state of connection "+conn.Name+"?", "Reset state",

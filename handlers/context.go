@@ -1,13 +1,3 @@
-// Package handlers holds the echo adapters: bind the request, call a service,
-// pick a component or JSON shape, write it. There is one handler per
-// resource, for the dashboard (Connections, Combos, Keys, Runtime, ...) and
-// for the management API (ConnectionsAPI, CombosAPI, ...), each holding the
-// small interfaces it consumes, declared next to it; method names follow one
-// rule: List, Show, New, Create, Edit, Update, Delete, plus the names of the
-// fragments and actions of a page. Errors are returned with their code, never
-// a status: the error handler in app maps them (services/errcodes.go). The
-// exceptions are the form re-renders of 50-dashboard §3.3 (422) and the
-// sign-in answers (401, 429), which are pages, not errors.
 package handlers
 
 import (

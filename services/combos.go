@@ -102,17 +102,17 @@ const ComboNameRule = "Use 1–100 letters, digits and . _ : / -, starting with 
 
 // Combos is the service behind the Combos page and /api/combos.
 type Combos struct {
-	store   ComboStore
-	conns   ConnectionStore
-	clock   Clock
-	catalog func() *Catalogue
-	feed    ChangeFeed
+	store     ComboStore
+	conns     ConnectionStore
+	clock     Clock
+	catalogue func() *Catalogue
+	feed      ChangeFeed
 }
 
 // NewCombos builds the service; it publishes every change on feed (nil =
 // nobody caches combos).
 func NewCombos(store ComboStore, conns ConnectionStore, clock Clock, cat *CatalogueHolder, feed ChangeFeed) *Combos {
-	return &Combos{store: store, conns: conns, clock: clock, catalog: cat.Get, feed: feed}
+	return &Combos{store: store, conns: conns, clock: clock, catalogue: cat.Get, feed: feed}
 }
 
 // changed publishes a committed write: id "" when it touched several combos.
@@ -357,7 +357,7 @@ func validateComboName(name, selfID string, all []Combo) string {
 // fill validates in against the rules of 30-routing §2 and writes it into c.
 func (s *Combos) fill(ctx context.Context, c *Combo, in ComboInput, all []Combo) ([]string, error) {
 	fe := fieldErrors{}
-	cat := s.catalog()
+	cat := s.catalogue()
 	info := checkComboHead(fe, in, c.ID, all)
 	conns, err := s.conns.ListConnections(ctx)
 	if err != nil {

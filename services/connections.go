@@ -251,11 +251,11 @@ var egressGroupRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // Connections is the service behind the Connections page and /api/connections.
 type Connections struct {
-	store   ConnectionStore
-	clock   Clock
-	egress  *EgressGuard
-	catalog func() *Catalogue
-	setCat  func(*Catalogue)
+	store     ConnectionStore
+	clock     Clock
+	egress    *EgressGuard
+	catalogue func() *Catalogue
+	setCat    func(*Catalogue)
 	// feed carries every committed change to the caches (the gateway's
 	// snapshot, the catalogue); see Connections.publish.
 	feed  ChangeFeed
@@ -276,7 +276,7 @@ func NewConnections(store ConnectionStore, clock Clock, egress *EgressGuard, cat
 	if feed == nil {
 		feed = NewLocalFeed(nil)
 	}
-	s := &Connections{store: store, clock: clock, egress: egress, catalog: cat.Get, setCat: cat.Set, feed: feed}
+	s := &Connections{store: store, clock: clock, egress: egress, catalogue: cat.Get, setCat: cat.Set, feed: feed}
 	feed.Subscribe(ChangeCatalogue, s.reloadCatalogue)
 	return s
 }
@@ -301,7 +301,7 @@ func (s *Connections) publish(ctx context.Context, kind ChangeKind, id, payload 
 }
 
 // Catalogue returns the current provider catalogue.
-func (s *Connections) Catalogue() *Catalogue { return s.catalog() }
+func (s *Connections) Catalogue() *Catalogue { return s.catalogue() }
 
 // List returns connections by provider (catalogue order), priority, name.
 func (s *Connections) List(ctx context.Context, f ConnectionFilter) ([]Connection, error) {
@@ -320,7 +320,7 @@ func (s *Connections) List(ctx context.Context, f ConnectionFilter) ([]Connectio
 		}
 		out = append(out, c)
 	}
-	SortConnections(out, s.catalog())
+	SortConnections(out, s.catalogue())
 	return out, nil
 }
 
@@ -352,7 +352,7 @@ func (s *Connections) Get(ctx context.Context, id string) (Connection, error) {
 // Create validates in and stores a new connection; nothing is stored on error.
 func (s *Connections) Create(ctx context.Context, in ConnectionInput) (Connection, error) {
 	fe := fieldErrors{}
-	cat := s.catalog()
+	cat := s.catalogue()
 	var prov Provider
 	var newCustom *CustomProvider
 	pid := strings.TrimSpace(in.Provider.V)
@@ -435,7 +435,7 @@ func (s *Connections) Update(ctx context.Context, id string, in ConnectionInput)
 	if in.Custom.Set {
 		fe.add("custom", "The provider cannot change after creation.")
 	}
-	prov, _ := s.catalog().Get(c.Provider)
+	prov, _ := s.catalogue().Get(c.Provider)
 	wasTerminal := c.State.TerminalStatus != ""
 	oldBase, oldProxy, hadCred := c.EffectiveBaseURL(prov), c.ProxyURL, c.Credentials.Primary() != ""
 	s.apply(ctx, &c, prov, in, fe, false)

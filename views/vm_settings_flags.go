@@ -42,7 +42,7 @@ var flagLabels = map[string]string{
 	"comboCooldownWait":         "Combo cooldown wait",
 	"connectionConcurrency":     "Connection concurrency",
 	"rateLimitAutoEnable":       "Protect API-key connections automatically",
-	"autoDisableBannedAccounts": "Disable banned accounts",
+	"autoDisableBannedAccounts": "Disable banned connections",
 	"logRequestBodies":          "Log request bodies",
 }
 
