@@ -10,9 +10,9 @@ import (
 )
 
 // routes builds the echo server. Every route of the product is registered
-// here, in the order of the specs: the client API (10-gateway-api), the
-// management API (40-admin-api), the dashboard (50-dashboard). Handlers are
-// built once, in handlers.go.
+// in this file, in the order of the specs: the client API (10-gateway-api),
+// the management API (40-admin-api), the dashboard (50-dashboard), one
+// function per group. Handlers are built once, in handlers.go.
 func (s *Server) routes() *echo.Echo {
 	h := s.newHandlers()
 	e := echo.New()
@@ -32,6 +32,20 @@ func (s *Server) routes() *echo.Echo {
 		return assets(c)
 	}, s.hostGuard)
 
+	clientRoutes(e, h)
+	s.apiRoutes(e, h)
+	dash := s.dashboardRoutes(e, h)
+	runtimeRoutes(dash, h)
+	settingsRoutes(dash, h)
+
+	// Unknown /api paths are JSON 404s even without credentials being checked first.
+	e.RouteNotFound("/api/*", func(c echo.Context) error { return services.ErrNotFound })
+	e.RouteNotFound("/*", func(c echo.Context) error { return services.ErrNotFound })
+	return e
+}
+
+// clientRoutes registers the client API (10-gateway-api).
+func clientRoutes(e *echo.Echo, h *handlerSet) {
 	// ---- Client API (10-gateway-api): key auth inside the handlers, so the
 	// body is read only after it. Both route groups mark their requests as
 	// the gateway's audience, so every error is gateway JSON (§9) and the
@@ -60,7 +74,10 @@ func (s *Server) routes() *echo.Echo {
 	for _, p := range []string{"/chat/completions", "/messages", "/responses", "/embeddings"} {
 		aliases.Match(aliasOtherMethods, p, methodNotAllowed(http.MethodPost), gatewayAudience)
 	}
+}
 
+// apiRoutes registers the management API (40-admin-api).
+func (s *Server) apiRoutes(e *echo.Echo, h *handlerSet) {
 	// ---- Management API (40-admin-api): an admin session (with cross-origin
 	// protection) or a key with scope manage. The Host check runs first on
 	// every route from here on (DNS rebinding).
@@ -127,7 +144,12 @@ func (s *Server) routes() *echo.Echo {
 	api.GET("/logs", h.logsAPI.List)
 	api.GET("/logs/:id", h.logsAPI.Show)
 	api.GET("/audit", h.auditAPI.List)
+}
 
+// dashboardRoutes registers sign-in and setup, and the dashboard pages up to
+// the request and audit logs; it returns the signed-in group the Runtime and
+// Settings pages join.
+func (s *Server) dashboardRoutes(e *echo.Echo, h *handlerSet) *echo.Group {
 	// ---- Dashboard (50-dashboard): security headers everywhere, the setup
 	// gate, the admin session. Forms that htmx sends as PUT or DELETE also
 	// answer POST, so they work without script.
@@ -198,7 +220,12 @@ func (s *Server) routes() *echo.Echo {
 
 	// Audit log of admin actions.
 	dash.GET("/audit", h.audit.List)
+	return dash
+}
 
+// runtimeRoutes registers the Runtime page (50-dashboard §6.8) and the
+// incident badge.
+func runtimeRoutes(dash *echo.Group, h *handlerSet) {
 	// Runtime (§6.8): the page, one polled fragment per panel, the actions.
 	dash.GET("/runtime", h.runtime.Show)
 	dash.GET("/runtime/summary", h.runtime.Summary)
@@ -220,7 +247,11 @@ func (s *Server) routes() *echo.Echo {
 	dash.GET("/runtime/queues", h.runtime.Queues)
 	dash.GET("/runtime/waiting", h.runtime.WaitingRequests)
 	dash.GET("/nav/incidents", h.runtime.Incidents) // the incident badge (§2)
+}
 
+// settingsRoutes registers the Settings pages and Health (50-dashboard
+// §6.9–§6.12).
+func settingsRoutes(dash *echo.Group, h *handlerSet) {
 	// Settings → Resilience (§6.9).
 	dash.GET("/settings/resilience", h.resilience.Show)
 	dash.POST("/settings/resilience/error-rules/builder", h.resilience.RulesBuilder)
@@ -251,9 +282,4 @@ func (s *Server) routes() *echo.Echo {
 	// Health (§6.12).
 	dash.GET("/health", h.healthPage.Show)
 	dash.GET("/health/panel", h.healthPage.Panel)
-
-	// Unknown /api paths are JSON 404s even without credentials being checked first.
-	e.RouteNotFound("/api/*", func(c echo.Context) error { return services.ErrNotFound })
-	e.RouteNotFound("/*", func(c echo.Context) error { return services.ErrNotFound })
-	return e
 }
