@@ -143,34 +143,8 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 	var cfg Config
 	fs := flag.NewFlagSet("switchyard", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&cfg.Addr, "addr", envOr(getenv, "SWITCHYARD_ADDR", "127.0.0.1:20128"), "listen address (host:port; port 0 picks a free one)")
-	fs.StringVar(&cfg.DataDir, "data-dir", envOr(getenv, "SWITCHYARD_DATA_DIR", "./data"), "directory for the database and secret key")
-	fs.BoolVar(&cfg.Demo, "demo", false, "start an in-process fake upstream with demo connections, combo and keys")
-	fs.StringVar(&cfg.DatabaseURL, "database-url", getenv("SWITCHYARD_DATABASE_URL"), "postgres:// URL of a shared database (default: embedded SQLite in --data-dir)")
-	fs.StringVar(&cfg.RedisURL, "redis-url", getenv("SWITCHYARD_REDIS_URL"), "redis:// URL of a Redis or Valkey server for fleet-wide limits (needs --database-url)")
-	fs.StringVar(&cfg.PrivateUpstreams, "allow-private-upstreams", getenv("SWITCHYARD_PRIVATE_UPSTREAMS"), "comma-separated host:port or CIDR entries non-local providers may reach although private")
-	if v := getenv("SWITCHYARD_PUBLIC_HOSTS"); v != "" {
-		_ = listFlag{&cfg.PublicHosts}.Set(v)
-	}
-	var flagHosts []string
-	fs.Var(listFlag{&flagHosts}, "public-host", "host name the dashboard and /api answer to besides the listen address and loopback (repeatable, comma-separated)")
-	type knob struct {
-		flag, env, def string
-		val            *string
-	}
-	knobs := []knob{
-		{"body-first-byte-timeout", "SWITCHYARD_BODY_FIRST_BYTE_TIMEOUT", "10s", nil},
-		{"body-timeout", "SWITCHYARD_BODY_TIMEOUT", "30s", nil},
-		{"client-body-timeout", "SWITCHYARD_CLIENT_BODY_TIMEOUT", "120s", nil},
-		{"body-min-rate", "SWITCHYARD_BODY_MIN_RATE", "1024", nil},
-		{"upstream-max-event-bytes", "SWITCHYARD_UPSTREAM_MAX_EVENT_BYTES", "4MiB", nil},
-		{"upstream-max-body-bytes", "SWITCHYARD_UPSTREAM_MAX_BODY_BYTES", "16MiB", nil},
-		{"upstream-buffer-budget", "SWITCHYARD_UPSTREAM_BUFFER_BUDGET", "32MiB", nil},
-	}
-	for i := range knobs {
-		k := &knobs[i]
-		k.val = fs.String(k.flag, envOr(getenv, k.env, k.def), k.env)
-	}
+	flagHosts := cfg.addFlags(fs, getenv)
+	knobs := addKnobs(fs, getenv)
 	if err := fs.Parse(args); err != nil {
 		return Config{}, fmt.Errorf("flags: %w", err)
 	}
@@ -182,19 +156,88 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 	cfg.AdminPassword = getenv("SWITCHYARD_ADMIN_PASSWORD")
 	cfg.PprofAddr = getenv("SWITCHYARD_PPROF_ADDR")
 	cfg.ReplicaID = getenv("SWITCHYARD_REPLICA_ID")
-	if len(flagHosts) > 0 {
-		cfg.PublicHosts = flagHosts
+	if len(*flagHosts) > 0 {
+		cfg.PublicHosts = *flagHosts
 	}
+	env := envNumbers{getenv: getenv}
+	env.int64("SWITCHYARD_REDIS_GRANT_TTL_MS", 30_000, 2000, 300_000, "a number of milliseconds", &cfg.RedisGrantTTLMs)
+	problems := append(env.problems, cfg.parseKnobs(knobs)...)
+	env.problems = nil
+	env.int64("SWITCHYARD_REDIS_TIMEOUT_MS", 50, 5, 5000, "a number of milliseconds", &cfg.RedisTimeoutMs)
+	env.int("SWITCHYARD_DATABASE_POOL", 10, 2, 500, "a whole number of connections", &cfg.DatabasePool)
+	env.int("SWITCHYARD_LOG_RETENTION_DAYS", 7, 1, 3650, "a whole number of days", &cfg.LogRetentionDays)
+	problems = append(problems, env.problems...)
+	if tc, err := tracing.FromEnv(getenv); err != nil {
+		problems = append(problems, err)
+	} else {
+		cfg.Tracing = tc
+	}
+	if err := cfg.validate(); err != nil {
+		problems = append(problems, err)
+	}
+	if len(problems) > 0 {
+		return Config{}, errors.Join(problems...)
+	}
+	return cfg, nil
+}
+
+// addFlags declares the plain flags, each defaulting to its environment
+// variable, and returns where the --public-host values land (they replace
+// SWITCHYARD_PUBLIC_HOSTS when given).
+func (cfg *Config) addFlags(fs *flag.FlagSet, getenv func(string) string) *[]string {
+	fs.StringVar(&cfg.Addr, "addr", envOr(getenv, "SWITCHYARD_ADDR", "127.0.0.1:20128"), "listen address (host:port; port 0 picks a free one)")
+	fs.StringVar(&cfg.DataDir, "data-dir", envOr(getenv, "SWITCHYARD_DATA_DIR", "./data"), "directory for the database and secret key")
+	fs.BoolVar(&cfg.Demo, "demo", false, "start an in-process fake upstream with demo connections, combo and keys")
+	fs.StringVar(&cfg.DatabaseURL, "database-url", getenv("SWITCHYARD_DATABASE_URL"), "postgres:// URL of a shared database (default: embedded SQLite in --data-dir)")
+	fs.StringVar(&cfg.RedisURL, "redis-url", getenv("SWITCHYARD_REDIS_URL"), "redis:// URL of a Redis or Valkey server for fleet-wide limits (needs --database-url)")
+	fs.StringVar(&cfg.PrivateUpstreams, "allow-private-upstreams", getenv("SWITCHYARD_PRIVATE_UPSTREAMS"), "comma-separated host:port or CIDR entries non-local providers may reach although private")
+	if v := getenv("SWITCHYARD_PUBLIC_HOSTS"); v != "" {
+		_ = listFlag{&cfg.PublicHosts}.Set(v)
+	}
+	flagHosts := new([]string)
+	fs.Var(listFlag{flagHosts}, "public-host", "host name the dashboard and /api answer to besides the listen address and loopback (repeatable, comma-separated)")
+	return flagHosts
+}
+
+// knob is a flag whose text, defaulting to its environment variable, is
+// parsed after the flags: a duration or a byte size with a range.
+type knob struct {
+	flag, env, def string
+	val            *string
+}
+
+// Indexes of knobs, in the order parseKnobs reports their problems.
+const (
+	knobBodyFirstByte = iota
+	knobBodyTotal
+	knobClientBodyTotal
+	knobBodyMinRate
+	knobUpstreamEvent
+	knobUpstreamBody
+	knobUpstreamBudget
+)
+
+// addKnobs declares the request-body and upstream-buffer knobs.
+func addKnobs(fs *flag.FlagSet, getenv func(string) string) []knob {
+	knobs := []knob{
+		knobBodyFirstByte:   {"body-first-byte-timeout", "SWITCHYARD_BODY_FIRST_BYTE_TIMEOUT", "10s", nil},
+		knobBodyTotal:       {"body-timeout", "SWITCHYARD_BODY_TIMEOUT", "30s", nil},
+		knobClientBodyTotal: {"client-body-timeout", "SWITCHYARD_CLIENT_BODY_TIMEOUT", "120s", nil},
+		knobBodyMinRate:     {"body-min-rate", "SWITCHYARD_BODY_MIN_RATE", "1024", nil},
+		knobUpstreamEvent:   {"upstream-max-event-bytes", "SWITCHYARD_UPSTREAM_MAX_EVENT_BYTES", "4MiB", nil},
+		knobUpstreamBody:    {"upstream-max-body-bytes", "SWITCHYARD_UPSTREAM_MAX_BODY_BYTES", "16MiB", nil},
+		knobUpstreamBudget:  {"upstream-buffer-budget", "SWITCHYARD_UPSTREAM_BUFFER_BUDGET", "32MiB", nil},
+	}
+	for i := range knobs {
+		k := &knobs[i]
+		k.val = fs.String(k.flag, envOr(getenv, k.env, k.def), k.env)
+	}
+	return knobs
+}
+
+// parseKnobs reads the knobs into cfg.Body and cfg.Upstream.
+func (cfg *Config) parseKnobs(knobs []knob) []error {
 	var problems []error
-	cfg.RedisGrantTTLMs = 30_000
-	if v := getenv("SWITCHYARD_REDIS_GRANT_TTL_MS"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 2000 || n > 300_000 {
-			problems = append(problems, fmt.Errorf("SWITCHYARD_REDIS_GRANT_TTL_MS: %q is not a number of milliseconds from 2000 to 300000", v))
-		} else {
-			cfg.RedisGrantTTLMs = n
-		}
-	}
 	durationKnob := func(k knob, min, max time.Duration, dst *time.Duration) {
 		d, err := time.ParseDuration(strings.TrimSpace(*k.val))
 		if err != nil || d < min || d > max {
@@ -211,54 +254,46 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 		}
 		*dst = n
 	}
-	durationKnob(knobs[0], time.Second, time.Hour, &cfg.Body.FirstByte)
-	durationKnob(knobs[1], time.Second, time.Hour, &cfg.Body.Total)
-	durationKnob(knobs[2], time.Second, time.Hour, &cfg.Body.ClientAPITotal)
-	sizeKnob(knobs[3], 0, 1<<30, &cfg.Body.MinRate)
+	durationKnob(knobs[knobBodyFirstByte], time.Second, time.Hour, &cfg.Body.FirstByte)
+	durationKnob(knobs[knobBodyTotal], time.Second, time.Hour, &cfg.Body.Total)
+	durationKnob(knobs[knobClientBodyTotal], time.Second, time.Hour, &cfg.Body.ClientAPITotal)
+	sizeKnob(knobs[knobBodyMinRate], 0, 1<<30, &cfg.Body.MinRate)
 	var event int64
-	sizeKnob(knobs[4], 64<<10, 256<<20, &event)
+	sizeKnob(knobs[knobUpstreamEvent], 64<<10, 256<<20, &event)
 	cfg.Upstream.MaxEventBytes = int(event)
-	sizeKnob(knobs[5], 1<<20, 1<<30, &cfg.Upstream.MaxBodyBytes)
-	sizeKnob(knobs[6], 1<<20, 16<<30, &cfg.Upstream.BudgetBytes)
-	cfg.RedisTimeoutMs = 50
-	if v := getenv("SWITCHYARD_REDIS_TIMEOUT_MS"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 5 || n > 5000 {
-			problems = append(problems, fmt.Errorf("SWITCHYARD_REDIS_TIMEOUT_MS: %q is not a number of milliseconds from 5 to 5000", v))
-		} else {
-			cfg.RedisTimeoutMs = n
-		}
+	sizeKnob(knobs[knobUpstreamBody], 1<<20, 1<<30, &cfg.Upstream.MaxBodyBytes)
+	sizeKnob(knobs[knobUpstreamBudget], 1<<20, 16<<30, &cfg.Upstream.BudgetBytes)
+	return problems
+}
+
+// envNumbers reads whole numbers with a range from the environment,
+// collecting a problem for each that is set but out of range.
+type envNumbers struct {
+	getenv   func(string) string
+	problems []error
+}
+
+// int64 sets *dst from key, or to def when key is unset; what names the
+// unit in the problem ("a number of milliseconds").
+func (e *envNumbers) int64(key string, def, min, max int64, what string, dst *int64) {
+	*dst = def
+	v := e.getenv(key)
+	if v == "" {
+		return
 	}
-	cfg.LogRetentionDays = 7
-	cfg.DatabasePool = 10
-	if v := getenv("SWITCHYARD_DATABASE_POOL"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 2 || n > 500 {
-			problems = append(problems, fmt.Errorf("SWITCHYARD_DATABASE_POOL: %q is not a whole number of connections from 2 to 500", v))
-		} else {
-			cfg.DatabasePool = n
-		}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < min || n > max {
+		e.problems = append(e.problems, fmt.Errorf("%s: %q is not %s from %d to %d", key, v, what, min, max))
+		return
 	}
-	if v := getenv("SWITCHYARD_LOG_RETENTION_DAYS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 3650 {
-			problems = append(problems, fmt.Errorf("SWITCHYARD_LOG_RETENTION_DAYS: %q is not a whole number of days from 1 to 3650", v))
-		} else {
-			cfg.LogRetentionDays = n
-		}
-	}
-	if tc, err := tracing.FromEnv(getenv); err != nil {
-		problems = append(problems, err)
-	} else {
-		cfg.Tracing = tc
-	}
-	if err := cfg.validate(); err != nil {
-		problems = append(problems, err)
-	}
-	if len(problems) > 0 {
-		return Config{}, errors.Join(problems...)
-	}
-	return cfg, nil
+	*dst = n
+}
+
+// int is int64 for an int field.
+func (e *envNumbers) int(key string, def, min, max int, what string, dst *int) {
+	n := int64(def)
+	e.int64(key, int64(def), int64(min), int64(max), what, &n)
+	*dst = int(n)
 }
 
 func (c *Config) validate() error {

@@ -148,7 +148,52 @@ func Build(ctx context.Context, cfg Config, opts Options) (*Server, error) {
 	return s, nil
 }
 
+// wire builds every store and service in dependency order, then the
+// routes, and starts the background loops last.
 func (s *Server) wire(ctx context.Context, opts Options) error {
+	if err := s.wireDomain(ctx); err != nil {
+		return err
+	}
+	if err := s.wireAuth(ctx, opts); err != nil {
+		return err
+	}
+	if err := s.wireSettings(ctx); err != nil {
+		return err
+	}
+	if err := s.wireResilience(ctx); err != nil {
+		return err
+	}
+	s.metrics.reg.MustRegister(newStateCollector(s))
+	s.wireLogs()
+	if err := s.wireTraffic(ctx); err != nil {
+		return err
+	}
+	if err := s.startTracing(ctx); err != nil {
+		return err
+	}
+	if err := s.wireGateway(ctx, opts.Seed); err != nil {
+		return err
+	}
+	s.wireFeed()
+	if s.shared != nil {
+		s.wireShared()
+	}
+	s.status = s.newMonitor()
+	if s.cfg.Demo {
+		var err error
+		if s.demo, err = startDemo(ctx, s); err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+	}
+	s.wireHTTP()
+	// Last: nothing after it can fail, so no failed Build leaks the loops.
+	s.startLoops()
+	return nil
+}
+
+// wireDomain opens the connection, combo and key stores and their services,
+// with the metrics, the Redis state and the change feed they report to.
+func (s *Server) wireDomain(ctx context.Context) error {
 	connStore := models.NewConnectionStore(s.db, s.keyring)
 	customs, err := connStore.ListCustomProviders(ctx)
 	if err != nil {
@@ -180,10 +225,17 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 		return err
 	}
 	s.conns.UseReferenceStores(models.NewComboStore(s.db), keyStore)
+	return nil
+}
+
+// wireAuth builds the admin sign-in (its throttle shared by the fleet in
+// shared mode) and sets the first password.
+func (s *Server) wireAuth(ctx context.Context, opts Options) error {
 	params := services.DefaultArgon2
 	if opts.Argon2 != nil {
 		params = *opts.Argon2
 	}
+	var err error
 	if s.auth, err = services.NewAuth(ctx, models.NewAdminStore(s.db), s.clock, params); err != nil {
 		return err
 	}
@@ -194,16 +246,12 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 			services.NewMemoryLoginThrottle(), s.log.With("component", "auth"),
 			func(error) { s.metrics.sharedFallbacks.WithLabelValues("login_throttle").Inc() }))
 	}
-	if err := s.auth.BootstrapPassword(ctx, s.cfg.AdminPassword); err != nil {
-		return err
-	}
-	if err := s.wireSettings(ctx); err != nil {
-		return err
-	}
-	if err := s.wireResilience(ctx); err != nil {
-		return err
-	}
-	s.metrics.reg.MustRegister(newStateCollector(s))
+	return s.auth.BootstrapPassword(ctx, s.cfg.AdminPassword)
+}
+
+// wireLogs builds the prices, the traffic recorder and the batch writers of
+// the request log and the audit log.
+func (s *Server) wireLogs() {
 	s.prices = services.NewPrices(func() *map[string]services.ModelPrice { return &s.settingDocs.General.Current().Doc.Pricing.Models })
 	s.traffic = stats.NewRecorder(s.clock)
 	s.logStore = models.NewRequestLogStore(s.db)
@@ -214,25 +262,11 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 	s.logSink = logSink{w: s.logWriter, prices: s.prices}
 	s.auditStore = models.NewAuditStore(s.db)
 	s.auditWriter = requestlog.NewBatcher(s.auditStore.WriteAuditEntries, "audit log", s.log.With("component", "audit-log"), requestlog.Options{})
-	if err := s.wireTraffic(ctx); err != nil {
-		return err
-	}
-	if err := s.startTracing(ctx); err != nil {
-		return err
-	}
-	if err := s.wireGateway(ctx, opts.Seed); err != nil {
-		return err
-	}
-	s.wireFeed()
-	if s.shared != nil {
-		s.wireShared()
-	}
-	s.status = s.newMonitor()
-	if s.cfg.Demo {
-		if s.demo, err = startDemo(ctx, s); err != nil {
-			return fmt.Errorf("demo: %w", err)
-		}
-	}
+}
+
+// wireHTTP builds the cookie sessions, the routes and the handler with its
+// request-body deadlines.
+func (s *Server) wireHTTP() {
 	s.cookies = newCookieSessions(s.keyring)
 	s.echo = s.routes()
 	bt := s.cfg.Body
@@ -240,7 +274,11 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 		bt = DefaultBodyTimeouts()
 	}
 	s.handler = withBodyDeadline(bt, s.echo)
-	// Last: nothing after it can fail, so no failed Build leaks the loops.
+}
+
+// startLoops starts the background loops: the shared-state followers, the
+// learned-limit persister, the decision flusher and the retention purge.
+func (s *Server) startLoops() {
 	if s.shared != nil {
 		s.shared.start()
 	}
@@ -251,7 +289,6 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 	s.decisions = startDecisionFlusher(s.resilience, decisionFlushEvery, func(err error) { s.metrics.StoreError("resilience", err) })
 	s.startRetention()
 	s.ready.Store(true)
-	return nil
 }
 
 // Handler is the HTTP handler of the whole product, request-body bounds
