@@ -522,8 +522,18 @@ func (s *Connections) RecordTest(ctx context.Context, id string, r TestResult) (
 	return c, nil
 }
 
-// apply validates each present field of in and writes it to c.
+// apply validates each present field of in and writes it to c, one family
+// of fields at a time; the families are independent of each other.
 func (s *Connections) apply(ctx context.Context, c *Connection, prov Provider, in ConnectionInput, fe fieldErrors, create bool) {
+	s.applyName(ctx, c, prov, in, fe)
+	applyCredentials(c, in, fe, create)
+	s.applyEndpoints(c, prov, in, fe)
+	applyRouting(c, in, fe)
+	applyLimits(c, in, fe)
+}
+
+// applyName checks the name: present, short, clean and unique per provider.
+func (s *Connections) applyName(ctx context.Context, c *Connection, prov Provider, in ConnectionInput, fe fieldErrors) {
 	if in.Name.Set {
 		name := in.Name.V
 		switch {
@@ -540,6 +550,11 @@ func (s *Connections) apply(ctx context.Context, c *Connection, prov Provider, i
 			c.Name = name
 		}
 	}
+}
+
+// applyCredentials writes a new API key or OAuth grant; new credentials on
+// an existing connection clear its terminal state (20-resilience §3).
+func applyCredentials(c *Connection, in ConnectionInput, fe fieldErrors, create bool) {
 	credsChanged := false
 	if in.APIKey.Set && !in.APIKey.Null && in.APIKey.V != "" {
 		k := in.APIKey.V
@@ -563,6 +578,11 @@ func (s *Connections) apply(ctx context.Context, c *Connection, prov Provider, i
 		c.State.TerminalStatus, c.State.TerminalAt = "", nil
 		c.State.AuthFailCount, c.State.RejectStreak = 0, 0
 	}
+}
+
+// applyEndpoints checks where the connection sends requests: the base URL,
+// the proxy (both through the egress guard) and the egress group.
+func (s *Connections) applyEndpoints(c *Connection, prov Provider, in ConnectionInput, fe fieldErrors) {
 	if in.BaseURL.Set {
 		if in.BaseURL.Null || in.BaseURL.V == "" {
 			c.BaseURL = ""
@@ -574,6 +594,31 @@ func (s *Connections) apply(ctx context.Context, c *Connection, prov Provider, i
 			c.BaseURL = strings.TrimRight(in.BaseURL.V, "/")
 		}
 	}
+	if in.ProxyURL.Set {
+		if in.ProxyURL.Null || in.ProxyURL.V == "" {
+			c.ProxyURL = ""
+		} else if msg := s.egress.CheckProxyURL(in.ProxyURL.V, prov.AuthClass); msg != "" {
+			fe.add("proxyUrl", msg)
+		} else if len(in.ProxyURL.V) > 2048 {
+			fe.add("proxyUrl", "Use at most 2048 characters.")
+		} else {
+			c.ProxyURL = Secret(in.ProxyURL.V)
+		}
+	}
+	if in.EgressGroup.Set {
+		if in.EgressGroup.Null || in.EgressGroup.V == "" {
+			c.EgressGroup = ""
+		} else if !egressGroupRe.MatchString(in.EgressGroup.V) {
+			fe.add("egressGroup", "Use letters, digits, '-' and '_' (at most 64).")
+		} else {
+			c.EgressGroup = in.EgressGroup.V
+		}
+	}
+}
+
+// applyRouting writes what routing reads: default model, priority, the
+// switches, the quota reserve and the tier.
+func applyRouting(c *Connection, in ConnectionInput, fe fieldErrors) {
 	if in.DefaultModel.Set {
 		m := in.DefaultModel.V
 		if len(m) > 200 || hasControl(m) {
@@ -596,6 +641,30 @@ func (s *Connections) apply(ctx context.Context, c *Connection, prov Provider, i
 			c.Enabled = in.Enabled.V
 		}
 	}
+	if in.DisableCooling.Set {
+		if in.DisableCooling.Null {
+			fe.add("disableCooling", "must be true or false")
+		}
+		c.DisableCooling = in.DisableCooling.V
+	}
+	if in.QuotaReservePercent.Set {
+		if in.QuotaReservePercent.Null || in.QuotaReservePercent.V < 0 || in.QuotaReservePercent.V > 50 {
+			fe.add("quotaReservePercent", "Enter a whole number from 0 to 50.")
+		} else {
+			c.QuotaReservePercent = in.QuotaReservePercent.V
+		}
+	}
+	if in.Tier.Set {
+		if in.Tier.Null || !contains(connectionTiers, in.Tier.V) {
+			fe.add("tier", "Choose ultra, pro, standard or free.")
+		} else {
+			c.Tier = in.Tier.V
+		}
+	}
+}
+
+// applyLimits writes the connection's concurrency and rate limits.
+func applyLimits(c *Connection, in ConnectionInput, fe fieldErrors) {
 	if in.MaxConcurrent.Set {
 		switch {
 		case in.MaxConcurrent.Null:
@@ -621,46 +690,6 @@ func (s *Connections) apply(ctx context.Context, c *Connection, prov Provider, i
 			checkRange(fe, "rateLimitOverrides.maxQueueDepth", o.MaxQueueDepth, 0, 100_000)
 			checkRange(fe, "rateLimitOverrides.queueWaitMs", o.QueueWaitMs, 0, 600_000)
 			c.RateLimitOverrides = o
-		}
-	}
-	if in.ProxyURL.Set {
-		if in.ProxyURL.Null || in.ProxyURL.V == "" {
-			c.ProxyURL = ""
-		} else if msg := s.egress.CheckProxyURL(in.ProxyURL.V, prov.AuthClass); msg != "" {
-			fe.add("proxyUrl", msg)
-		} else if len(in.ProxyURL.V) > 2048 {
-			fe.add("proxyUrl", "Use at most 2048 characters.")
-		} else {
-			c.ProxyURL = Secret(in.ProxyURL.V)
-		}
-	}
-	if in.EgressGroup.Set {
-		if in.EgressGroup.Null || in.EgressGroup.V == "" {
-			c.EgressGroup = ""
-		} else if !egressGroupRe.MatchString(in.EgressGroup.V) {
-			fe.add("egressGroup", "Use letters, digits, '-' and '_' (at most 64).")
-		} else {
-			c.EgressGroup = in.EgressGroup.V
-		}
-	}
-	if in.DisableCooling.Set {
-		if in.DisableCooling.Null {
-			fe.add("disableCooling", "must be true or false")
-		}
-		c.DisableCooling = in.DisableCooling.V
-	}
-	if in.QuotaReservePercent.Set {
-		if in.QuotaReservePercent.Null || in.QuotaReservePercent.V < 0 || in.QuotaReservePercent.V > 50 {
-			fe.add("quotaReservePercent", "Enter a whole number from 0 to 50.")
-		} else {
-			c.QuotaReservePercent = in.QuotaReservePercent.V
-		}
-	}
-	if in.Tier.Set {
-		if in.Tier.Null || !contains(connectionTiers, in.Tier.V) {
-			fe.add("tier", "Choose ultra, pro, standard or free.")
-		} else {
-			c.Tier = in.Tier.V
 		}
 	}
 }

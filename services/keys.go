@@ -371,7 +371,32 @@ func (s *Keys) Touch(ctx context.Context, k APIKey) {
 // WaitTouches waits for background last-used writes (shutdown, tests).
 func (s *Keys) WaitTouches() { s.touches.Wait() }
 
+// apply validates each present field of in and writes it to k. The lease
+// rule runs last: it reads the scopes and connections just written.
 func (s *Keys) apply(ctx context.Context, k *APIKey, in KeyInput, fe fieldErrors) {
+	applyKeyIdentity(k, in, fe)
+	keyPatterns(fe, "allowedModels", in.AllowedModels, &k.AllowedModels, true)
+	keyPatterns(fe, "allowedCombos", in.AllowedCombos, &k.AllowedCombos, false)
+	s.applyAllowedConnections(ctx, k, in, fe)
+	keyLimit(fe, "requestsPerMinute", in.RequestsPerMinute, &k.RequestsPerMinute)
+	keyLimit(fe, "maxConcurrentRequests", in.MaxConcurrentRequests, &k.MaxConcurrentRequests)
+	if in.ExpiresAt.Set {
+		if in.ExpiresAt.Null {
+			k.ExpiresAt = nil
+		} else if !in.ExpiresAt.V.After(s.clock.Now()) {
+			fe.add("expiresAt", "Choose a date in the future.")
+		} else {
+			t := in.ExpiresAt.V.UTC()
+			k.ExpiresAt = &t
+		}
+	}
+	if k.HasScope(ScopeLeaseExclusive) && len(k.AllowedConnections) == 0 {
+		fe.add("allowedConnections", "a key with lease:exclusive needs at least one allowed connection")
+	}
+}
+
+// applyKeyIdentity writes the name, the switch and the scopes.
+func applyKeyIdentity(k *APIKey, in KeyInput, fe fieldErrors) {
 	if in.Name.Set {
 		switch n := in.Name.V; {
 		case in.Name.Null || strings.TrimSpace(n) == "":
@@ -411,30 +436,35 @@ func (s *Keys) apply(ctx context.Context, k *APIKey, in KeyInput, fe fieldErrors
 		}
 		k.Scopes = scopes
 	}
-	patterns := func(field string, o Opt[[]string], dst *[]string, model bool) {
-		if !o.Set {
-			return
-		}
-		if o.Null {
-			*dst = nil
-			return
-		}
-		out := []string{}
-		for i, p := range o.V {
-			if p == "" || len(p) > 256 || hasControl(p) || strings.ContainsAny(p, " \t") {
-				fe.add(field, fmt.Sprintf("Line %d: enter a model name such as openai/gpt-4o; * matches any run of characters.", i+1))
-				continue
-			}
-			if model && !strings.Contains(p, "/") && p != "*" {
-				fe.add(field, fmt.Sprintf("Line %d: enter a model name such as openai/gpt-4o; * matches any run of characters.", i+1))
-				continue
-			}
-			out = append(out, p)
-		}
-		*dst = out
+}
+
+// keyPatterns writes a list of allowed model (model: provider/model) or
+// combo name patterns, where * matches any run of characters.
+func keyPatterns(fe fieldErrors, field string, o Opt[[]string], dst *[]string, model bool) {
+	if !o.Set {
+		return
 	}
-	patterns("allowedModels", in.AllowedModels, &k.AllowedModels, true)
-	patterns("allowedCombos", in.AllowedCombos, &k.AllowedCombos, false)
+	if o.Null {
+		*dst = nil
+		return
+	}
+	out := []string{}
+	for i, p := range o.V {
+		if p == "" || len(p) > 256 || hasControl(p) || strings.ContainsAny(p, " \t") {
+			fe.add(field, fmt.Sprintf("Line %d: enter a model name such as openai/gpt-4o; * matches any run of characters.", i+1))
+			continue
+		}
+		if model && !strings.Contains(p, "/") && p != "*" {
+			fe.add(field, fmt.Sprintf("Line %d: enter a model name such as openai/gpt-4o; * matches any run of characters.", i+1))
+			continue
+		}
+		out = append(out, p)
+	}
+	*dst = out
+}
+
+// applyAllowedConnections writes the connections a key may use; each must exist.
+func (s *Keys) applyAllowedConnections(ctx context.Context, k *APIKey, in KeyInput, fe fieldErrors) {
 	if in.AllowedConnections.Set {
 		if in.AllowedConnections.Null {
 			k.AllowedConnections = nil
@@ -458,33 +488,20 @@ func (s *Keys) apply(ctx context.Context, k *APIKey, in KeyInput, fe fieldErrors
 			k.AllowedConnections = out
 		}
 	}
-	limit := func(field string, o Opt[int], dst **int) {
-		if !o.Set {
-			return
-		}
-		if o.Null {
-			*dst = nil
-			return
-		}
-		if o.V < 0 || o.V > 1_000_000 {
-			fe.add(field, "Enter a whole number, or leave it blank for no limit.")
-			return
-		}
-		*dst = o.Ptr()
+}
+
+// keyLimit writes one of the key's own limits (blank: none).
+func keyLimit(fe fieldErrors, field string, o Opt[int], dst **int) {
+	if !o.Set {
+		return
 	}
-	limit("requestsPerMinute", in.RequestsPerMinute, &k.RequestsPerMinute)
-	limit("maxConcurrentRequests", in.MaxConcurrentRequests, &k.MaxConcurrentRequests)
-	if in.ExpiresAt.Set {
-		if in.ExpiresAt.Null {
-			k.ExpiresAt = nil
-		} else if !in.ExpiresAt.V.After(s.clock.Now()) {
-			fe.add("expiresAt", "Choose a date in the future.")
-		} else {
-			t := in.ExpiresAt.V.UTC()
-			k.ExpiresAt = &t
-		}
+	if o.Null {
+		*dst = nil
+		return
 	}
-	if k.HasScope(ScopeLeaseExclusive) && len(k.AllowedConnections) == 0 {
-		fe.add("allowedConnections", "a key with lease:exclusive needs at least one allowed connection")
+	if o.V < 0 || o.V > 1_000_000 {
+		fe.add(field, "Enter a whole number, or leave it blank for no limit.")
+		return
 	}
+	*dst = o.Ptr()
 }
