@@ -169,6 +169,29 @@ func ChatToAnthropic(body map[string]json.RawMessage, model string, defaultMaxTo
 	out.System = system
 	out.Messages = turns
 
+	if err := chatSamplingToAnthropic(body, &out, &w, defaultMaxTokens); err != nil {
+		return nil, nil, err
+	}
+	if err := chatExtrasToAnthropic(body, &out); err != nil {
+		return nil, nil, err
+	}
+
+	if err := chatToolsToAnthropic(body, &out, &w); err != nil {
+		return nil, nil, err
+	}
+
+	dropUnhandled(body, chatToAnthropicHandled, &w)
+	b, err := marshal(out)
+	if err != nil {
+		return nil, nil, err
+	}
+	return b, w.list, nil
+}
+
+// chatSamplingToAnthropic sets max_tokens (max_completion_tokens ??
+// max_tokens ?? the default), the thinking budget of reasoning_effort and
+// the sampling parameters Anthropic accepts with it.
+func chatSamplingToAnthropic(body map[string]json.RawMessage, out *anthropicRequest, w *warnSet, defaultMaxTokens int) error {
 	// max_completion_tokens ?? max_tokens ?? the default.
 	out.MaxTokens = int64(defaultMaxTokens)
 	if out.MaxTokens <= 0 {
@@ -178,7 +201,7 @@ func ChatToAnthropic(body map[string]json.RawMessage, model string, defaultMaxTo
 		if raw, ok := present(body, k); ok {
 			var n int64
 			if json.Unmarshal(raw, &n) != nil || n <= 0 {
-				return nil, nil, malformed(k)
+				return malformed(k)
 			}
 			out.MaxTokens = n
 			break
@@ -187,11 +210,11 @@ func ChatToAnthropic(body map[string]json.RawMessage, model string, defaultMaxTo
 
 	temp, err := floatField(body, "temperature")
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	topP, err := floatField(body, "top_p")
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	if raw, ok := present(body, "reasoning_effort"); ok {
 		effort, _ := asString(raw)
@@ -225,7 +248,11 @@ func ChatToAnthropic(body map[string]json.RawMessage, model string, defaultMaxTo
 		w.add("param_clamped:temperature", "temperature above 1 was clamped to 1, the Anthropic maximum.")
 	}
 	out.Temperature, out.TopP = temp, topP
+	return nil
+}
 
+// chatExtrasToAnthropic sets the stop sequences, the user id and stream.
+func chatExtrasToAnthropic(body map[string]json.RawMessage, out *anthropicRequest) error {
 	if raw, ok := present(body, "stop"); ok {
 		if s, isStr := asString(raw); isStr {
 			if s != "" {
@@ -234,7 +261,7 @@ func ChatToAnthropic(body map[string]json.RawMessage, model string, defaultMaxTo
 		} else {
 			var list []string
 			if json.Unmarshal(raw, &list) != nil {
-				return nil, nil, malformed("stop")
+				return malformed("stop")
 			}
 			for _, s := range list {
 				if s != "" {
@@ -250,20 +277,10 @@ func ChatToAnthropic(body map[string]json.RawMessage, model string, defaultMaxTo
 	}
 	if raw, ok := present(body, "stream"); ok {
 		if json.Unmarshal(raw, &out.Stream) != nil {
-			return nil, nil, malformed("stream")
+			return malformed("stream")
 		}
 	}
-
-	if err := chatToolsToAnthropic(body, &out, &w); err != nil {
-		return nil, nil, err
-	}
-
-	dropUnhandled(body, chatToAnthropicHandled, &w)
-	b, err := marshal(out)
-	if err != nil {
-		return nil, nil, err
-	}
-	return b, w.list, nil
+	return nil
 }
 
 // dropUnhandled signals every present top-level field not in handled, in
@@ -302,103 +319,138 @@ type aTurn struct {
 	toolIDs []string // tool_use ids issued by an assistant turn
 }
 
+// turnBuilder assembles Anthropic turns from chat messages: consecutive
+// same-role messages merge, and each tool result joins the user turn right
+// after the assistant turn that issued its tool_use.
+type turnBuilder struct {
+	system   []string
+	turns    []*aTurn
+	issuedAt map[string]int // tool_use id → index of the issuing assistant turn
+	answered map[string]bool
+	w        *warnSet
+}
+
+// chatMessagesToAnthropic splits chat messages into the system text (all
+// system and developer messages, in order) and Anthropic turns.
 func chatMessagesToAnthropic(msgs []chatInMessage, w *warnSet) (string, []aMessage, error) {
-	var system []string
-	var turns []*aTurn
-	issuedAt := map[string]int{} // tool_use id → index of the issuing assistant turn
-	answered := map[string]bool{}
-
-	turn := func(role string) *aTurn {
-		if n := len(turns); n > 0 && turns[n-1].role == role {
-			return turns[n-1]
-		}
-		t := &aTurn{role: role}
-		turns = append(turns, t)
-		return t
-	}
-
+	b := &turnBuilder{issuedAt: map[string]int{}, answered: map[string]bool{}, w: w}
 	for _, m := range msgs {
-		switch m.Role {
-		case "system", "developer":
-			text, err := chatTextOnly(m.Content, w)
-			if err != nil {
-				return "", nil, err
-			}
-			if text != "" {
-				system = append(system, text)
-			}
-		case "user":
-			blocks, err := chatUserBlocks(m.Content, w)
-			if err != nil {
-				return "", nil, err
-			}
-			if len(blocks) > 0 {
-				t := turn("user")
-				t.blocks = append(t.blocks, blocks...)
-			}
-		case "assistant":
-			text, err := chatTextOnly(m.Content, w)
-			if err != nil {
-				return "", nil, err
-			}
-			var blocks []any
-			if text != "" {
-				blocks = append(blocks, aTextBlock{Type: "text", Text: text})
-			}
-			var ids []string
-			for _, tc := range m.ToolCalls {
-				id := sanitizeID(tc.ID)
-				blocks = append(blocks, aToolUseBlock{Type: "tool_use", ID: id, Name: tc.Function.Name,
-					Input: toolArgsObject(rawArguments(tc.Function.Arguments), w)})
-				ids = append(ids, id)
-			}
-			if len(blocks) == 0 {
-				continue
-			}
-			t := turn("assistant")
-			t.blocks = append(t.blocks, blocks...)
-			for _, id := range ids {
-				if _, dup := issuedAt[id]; !dup {
-					t.toolIDs = append(t.toolIDs, id)
-				}
-				issuedAt[id] = len(turns) - 1
-			}
-		case "tool":
-			id := sanitizeID(m.ToolCallID)
-			at, issued := issuedAt[id]
-			if !issued || answered[id] {
-				w.contentDropped("orphan_tool_result")
-				continue
-			}
-			content, err := chatTextOnly(m.Content, w)
-			if err != nil {
-				return "", nil, err
-			}
-			answered[id] = true
-			// The result belongs to the user turn right after the issuing
-			// assistant turn; Anthropic rejects it anywhere else.
-			var t *aTurn
-			if at+1 < len(turns) {
-				t = turns[at+1]
-			} else {
-				t = turn("user")
-			}
-			t.results = append(t.results, aToolResultBlock{Type: "tool_result", ToolUseID: id, Content: content})
-		default:
-			return "", nil, malformed("messages[].role")
+		if err := b.add(m); err != nil {
+			return "", nil, err
 		}
 	}
+	return strings.Join(b.system, "\n\n"), b.messages(), nil
+}
 
-	// Every tool_use needs a result in the next user turn; a missing one
-	// gets an empty result (silently, §6.2).
-	var out []aMessage
-	for i := 0; i < len(turns); i++ {
-		t := turns[i]
+// turn is the open turn of role, or a new one.
+func (b *turnBuilder) turn(role string) *aTurn {
+	if n := len(b.turns); n > 0 && b.turns[n-1].role == role {
+		return b.turns[n-1]
+	}
+	t := &aTurn{role: role}
+	b.turns = append(b.turns, t)
+	return t
+}
+
+// add takes one chat message.
+func (b *turnBuilder) add(m chatInMessage) error {
+	switch m.Role {
+	case "system", "developer":
+		text, err := chatTextOnly(m.Content, b.w)
+		if err != nil {
+			return err
+		}
+		if text != "" {
+			b.system = append(b.system, text)
+		}
+	case "user":
+		blocks, err := chatUserBlocks(m.Content, b.w)
+		if err != nil {
+			return err
+		}
+		if len(blocks) > 0 {
+			t := b.turn("user")
+			t.blocks = append(t.blocks, blocks...)
+		}
+	case "assistant":
+		return b.addAssistant(m)
+	case "tool":
+		return b.addToolResult(m)
+	default:
+		return malformed("messages[].role")
+	}
+	return nil
+}
+
+// addAssistant takes an assistant message: its text and its tool calls as
+// tool_use blocks.
+func (b *turnBuilder) addAssistant(m chatInMessage) error {
+	text, err := chatTextOnly(m.Content, b.w)
+	if err != nil {
+		return err
+	}
+	var blocks []any
+	if text != "" {
+		blocks = append(blocks, aTextBlock{Type: "text", Text: text})
+	}
+	var ids []string
+	for _, tc := range m.ToolCalls {
+		id := sanitizeID(tc.ID)
+		blocks = append(blocks, aToolUseBlock{Type: "tool_use", ID: id, Name: tc.Function.Name,
+			Input: toolArgsObject(rawArguments(tc.Function.Arguments), b.w)})
+		ids = append(ids, id)
+	}
+	if len(blocks) == 0 {
+		return nil
+	}
+	t := b.turn("assistant")
+	t.blocks = append(t.blocks, blocks...)
+	for _, id := range ids {
+		if _, dup := b.issuedAt[id]; !dup {
+			t.toolIDs = append(t.toolIDs, id)
+		}
+		b.issuedAt[id] = len(b.turns) - 1
+	}
+	return nil
+}
+
+// addToolResult takes a tool message; a result for no issued (or an already
+// answered) tool_use is dropped with a warning.
+func (b *turnBuilder) addToolResult(m chatInMessage) error {
+	id := sanitizeID(m.ToolCallID)
+	at, issued := b.issuedAt[id]
+	if !issued || b.answered[id] {
+		b.w.contentDropped("orphan_tool_result")
+		return nil
+	}
+	content, err := chatTextOnly(m.Content, b.w)
+	if err != nil {
+		return err
+	}
+	b.answered[id] = true
+	// The result belongs to the user turn right after the issuing
+	// assistant turn; Anthropic rejects it anywhere else.
+	var t *aTurn
+	if at+1 < len(b.turns) {
+		t = b.turns[at+1]
+	} else {
+		t = b.turn("user")
+	}
+	t.results = append(t.results, aToolResultBlock{Type: "tool_result", ToolUseID: id, Content: content})
+	return nil
+}
+
+// messages closes the turns: every tool_use needs a result in the next user
+// turn, and a missing one gets an empty result (silently, §6.2).
+func (b *turnBuilder) messages() []aMessage {
+	out := []aMessage{}
+	for i := 0; i < len(b.turns); i++ {
+		t := b.turns[i]
 		if t.role == "assistant" && len(t.toolIDs) > 0 {
-			if i+1 == len(turns) {
-				turns = append(turns, &aTurn{role: "user"})
+			if i+1 == len(b.turns) {
+				b.turns = append(b.turns, &aTurn{role: "user"})
 			}
-			next := turns[i+1]
+			next := b.turns[i+1]
 			have := map[string]bool{}
 			for _, r := range next.results {
 				have[r.ToolUseID] = true
@@ -416,10 +468,7 @@ func chatMessagesToAnthropic(msgs []chatInMessage, w *warnSet) (string, []aMessa
 		content = append(content, t.blocks...)
 		out = append(out, aMessage{Role: t.role, Content: content})
 	}
-	if out == nil {
-		out = []aMessage{}
-	}
-	return strings.Join(system, "\n\n"), out, nil
+	return out
 }
 
 // chatParts decodes chat `content`: a string becomes one text part.

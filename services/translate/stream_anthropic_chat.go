@@ -130,7 +130,6 @@ func (s *AnthropicToChatStream) Feed(event string, data []byte) ([][]byte, bool,
 		}
 		s.created = now().Unix()
 	}
-	var frames [][]byte
 	switch typ {
 	case "message_start":
 		if m := ev.Message; m != nil {
@@ -141,94 +140,25 @@ func (s *AnthropicToChatStream) Feed(event string, data []byte) ([][]byte, bool,
 			s.usage = m.Usage
 		}
 		empty := ""
-		frames = append(frames, s.chunk(chunkDelta{Role: "assistant", Content: &empty}, nil))
-		return frames, false, false, nil
+		return [][]byte{s.chunk(chunkDelta{Role: "assistant", Content: &empty}, nil)}, false, false, nil
 	case "content_block_start":
-		st := &aBlockState{kind: "other"}
-		if b := ev.ContentBlock; b != nil {
-			switch b.Type {
-			case "text", "thinking":
-				st.kind = b.Type
-			case "tool_use":
-				st.kind = "tool_use"
-				st.toolIndex = s.tools
-				s.tools++
-				if obj, ok := objectJSON(b.Input); ok && string(obj) != "{}" {
-					st.input = obj
-				}
-				frames = append(frames, s.chunk(chunkDelta{ToolCalls: []chunkToolCall{{Index: st.toolIndex, ID: b.ID, Type: "function",
-					Function: chunkFunction{Name: b.Name, Arguments: ""}}}}, nil))
-			}
-		}
-		s.blocks[ev.Index] = st
-		return frames, true, false, nil
+		return s.blockStart(&ev), true, false, nil
 	case "content_block_delta":
-		st := s.blocks[ev.Index]
-		if st == nil || ev.Delta == nil {
-			return nil, true, false, nil
-		}
-		d := ev.Delta
-		switch d.Type {
-		case "text_delta":
-			if d.Text != "" {
-				text := d.Text
-				frames = append(frames, s.chunk(chunkDelta{Content: &text}, nil))
-			}
-		case "thinking_delta":
-			if d.Thinking != "" {
-				th := d.Thinking
-				frames = append(frames, s.chunk(chunkDelta{ReasoningContent: &th}, nil))
-			}
-		case "input_json_delta":
-			if st.kind == "tool_use" && d.PartialJSON != "" {
-				st.gotDelta = true
-				frames = append(frames, s.toolArgs(st.toolIndex, d.PartialJSON))
-			}
-		}
-		return frames, true, false, nil
+		return s.blockDelta(&ev), true, false, nil
 	case "content_block_stop":
 		// Some compatible upstreams put the whole input into
 		// content_block_start and send no deltas; relay it once here.
+		var frames [][]byte
 		if st := s.blocks[ev.Index]; st != nil && st.kind == "tool_use" && !st.gotDelta && st.input != nil {
 			frames = append(frames, s.toolArgs(st.toolIndex, string(st.input)))
 		}
 		delete(s.blocks, ev.Index)
 		return frames, false, false, nil
 	case "message_delta":
-		if u := ev.Usage; u != nil {
-			s.usage.OutputTokens = u.OutputTokens
-			// Newer upstreams repeat the (final) input counts here.
-			if u.InputTokens > 0 {
-				s.usage.InputTokens = u.InputTokens
-			}
-			if u.CacheReadInputTokens > 0 {
-				s.usage.CacheReadInputTokens = u.CacheReadInputTokens
-			}
-			if u.CacheCreationInputTokens > 0 {
-				s.usage.CacheCreationInputTokens = u.CacheCreationInputTokens
-			}
-		}
-		if ev.Delta == nil || ev.Delta.StopReason == nil {
-			return nil, false, false, nil
-		}
-		if s.finishSent {
-			return nil, true, false, nil
-		}
-		s.stopReason = *ev.Delta.StopReason
-		frames = append(frames, s.finish())
-		return frames, true, false, nil
+		frames, useful := s.messageDelta(&ev)
+		return frames, useful, false, nil
 	case "message_stop":
-		if !s.finishSent {
-			frames = append(frames, s.finish())
-		}
-		if s.IncludeUsage {
-			c := s.base()
-			c.Choices = []chunkChoice{}
-			c.Usage = chatUsageOf(s.usage.usage())
-			frames = append(frames, dataFrame(c))
-		}
-		s.done = true
-		return frames, false, true, nil
+		return s.messageStop(), false, true, nil
 	case "error":
 		e := &UpstreamError{Type: "error", Message: "the upstream reported an error"}
 		if ev.Error != nil {
@@ -238,6 +168,99 @@ func (s *AnthropicToChatStream) Feed(event string, data []byte) ([][]byte, bool,
 	}
 	// ping and event types added after this was written carry nothing.
 	return nil, false, false, nil
+}
+
+// blockStart opens a content block; a tool_use block announces its call.
+func (s *AnthropicToChatStream) blockStart(ev *aStreamEvent) [][]byte {
+	var frames [][]byte
+	st := &aBlockState{kind: "other"}
+	if b := ev.ContentBlock; b != nil {
+		switch b.Type {
+		case "text", "thinking":
+			st.kind = b.Type
+		case "tool_use":
+			st.kind = "tool_use"
+			st.toolIndex = s.tools
+			s.tools++
+			if obj, ok := objectJSON(b.Input); ok && string(obj) != "{}" {
+				st.input = obj
+			}
+			frames = append(frames, s.chunk(chunkDelta{ToolCalls: []chunkToolCall{{Index: st.toolIndex, ID: b.ID, Type: "function",
+				Function: chunkFunction{Name: b.Name, Arguments: ""}}}}, nil))
+		}
+	}
+	s.blocks[ev.Index] = st
+	return frames
+}
+
+// blockDelta relays text, thinking and tool-argument deltas of an open block.
+func (s *AnthropicToChatStream) blockDelta(ev *aStreamEvent) [][]byte {
+	st := s.blocks[ev.Index]
+	if st == nil || ev.Delta == nil {
+		return nil
+	}
+	d := ev.Delta
+	switch d.Type {
+	case "text_delta":
+		if d.Text != "" {
+			text := d.Text
+			return [][]byte{s.chunk(chunkDelta{Content: &text}, nil)}
+		}
+	case "thinking_delta":
+		if d.Thinking != "" {
+			th := d.Thinking
+			return [][]byte{s.chunk(chunkDelta{ReasoningContent: &th}, nil)}
+		}
+	case "input_json_delta":
+		if st.kind == "tool_use" && d.PartialJSON != "" {
+			st.gotDelta = true
+			return [][]byte{s.toolArgs(st.toolIndex, d.PartialJSON)}
+		}
+	}
+	return nil
+}
+
+// messageDelta takes the usage counts and, with a stop reason, sends the
+// finish chunk once; useful reports whether the event was more than usage.
+func (s *AnthropicToChatStream) messageDelta(ev *aStreamEvent) (frames [][]byte, useful bool) {
+	if u := ev.Usage; u != nil {
+		s.usage.OutputTokens = u.OutputTokens
+		// Newer upstreams repeat the (final) input counts here.
+		if u.InputTokens > 0 {
+			s.usage.InputTokens = u.InputTokens
+		}
+		if u.CacheReadInputTokens > 0 {
+			s.usage.CacheReadInputTokens = u.CacheReadInputTokens
+		}
+		if u.CacheCreationInputTokens > 0 {
+			s.usage.CacheCreationInputTokens = u.CacheCreationInputTokens
+		}
+	}
+	if ev.Delta == nil || ev.Delta.StopReason == nil {
+		return nil, false
+	}
+	if s.finishSent {
+		return nil, true
+	}
+	s.stopReason = *ev.Delta.StopReason
+	return [][]byte{s.finish()}, true
+}
+
+// messageStop ends the stream: the finish chunk if none went yet, then the
+// usage-only chunk when the client asked for usage.
+func (s *AnthropicToChatStream) messageStop() [][]byte {
+	var frames [][]byte
+	if !s.finishSent {
+		frames = append(frames, s.finish())
+	}
+	if s.IncludeUsage {
+		c := s.base()
+		c.Choices = []chunkChoice{}
+		c.Usage = chatUsageOf(s.usage.usage())
+		frames = append(frames, dataFrame(c))
+	}
+	s.done = true
+	return frames
 }
 
 func (s *AnthropicToChatStream) finish() []byte {

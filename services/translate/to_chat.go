@@ -537,10 +537,29 @@ func ResponsesToChatWith(body map[string]json.RawMessage, model string, flags Fl
 			return nil, nil, &UnsupportedError{Param: "previous_response_id", Message: "Only targets with a native Responses API can continue a stored response."}
 		}
 	}
+	if err := responsesInputToChat(body, &out, &w); err != nil {
+		return nil, nil, err
+	}
+	if err := responsesOptionsToChat(body, &out, &w, flags); err != nil {
+		return nil, nil, err
+	}
+	if err := responsesToolsToChat(body, &out, &w); err != nil {
+		return nil, nil, err
+	}
+	dropUnhandled(body, responsesToChatHandled, &w)
+	b, err := marshal(out)
+	if err != nil {
+		return nil, nil, err
+	}
+	return b, w.list, nil
+}
+
+// responsesInputToChat turns instructions and input into chat messages.
+func responsesInputToChat(body map[string]json.RawMessage, out *chatRequest, w *warnSet) error {
 	if raw, ok := present(body, "instructions"); ok {
 		s, isStr := asString(raw)
 		if !isStr {
-			return nil, nil, malformed("instructions")
+			return malformed("instructions")
 		}
 		if s != "" {
 			out.Messages = append(out.Messages, chatMessage{Role: "system", Content: s})
@@ -548,35 +567,41 @@ func ResponsesToChatWith(body map[string]json.RawMessage, model string, flags Fl
 	}
 	raw, ok := present(body, "input")
 	if !ok {
-		return nil, nil, malformed("input")
+		return malformed("input")
 	}
 	if s, isStr := asString(raw); isStr {
 		out.Messages = append(out.Messages, chatMessage{Role: "user", Content: s})
 	} else {
 		var items []respInItem
 		if json.Unmarshal(raw, &items) != nil {
-			return nil, nil, malformed("input")
+			return malformed("input")
 		}
-		msgs, err := responsesItemsToChat(items, &w)
+		msgs, err := responsesItemsToChat(items, w)
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
 		out.Messages = append(out.Messages, msgs...)
 	}
 	if out.Messages == nil {
 		out.Messages = []chatMessage{}
 	}
+	return nil
+}
 
+// responsesOptionsToChat carries over the generation options: token limit,
+// text format, reasoning, sampling, tool parallelism, user, cache key and
+// stream.
+func responsesOptionsToChat(body map[string]json.RawMessage, out *chatRequest, w *warnSet, flags Flags) error {
 	if raw, ok := present(body, "max_output_tokens"); ok {
 		var n int64
 		if json.Unmarshal(raw, &n) != nil || n <= 0 {
-			return nil, nil, malformed("max_output_tokens")
+			return malformed("max_output_tokens")
 		}
 		out.setMaxTokens(n, flags)
 	}
 	if raw, ok := present(body, "text"); ok {
-		if err := responsesTextToChat(raw, &out, &w); err != nil {
-			return nil, nil, err
+		if err := responsesTextToChat(raw, out, w); err != nil {
+			return err
 		}
 	}
 	if raw, ok := present(body, "reasoning"); ok {
@@ -586,7 +611,7 @@ func ResponsesToChatWith(body map[string]json.RawMessage, model string, flags Fl
 			GenerateSummary json.RawMessage `json:"generate_summary"`
 		}
 		if json.Unmarshal(raw, &r) != nil {
-			return nil, nil, malformed("reasoning")
+			return malformed("reasoning")
 		}
 		out.ReasoningEffort = r.Effort
 		if !isNull(r.Summary) || !isNull(r.GenerateSummary) {
@@ -595,15 +620,15 @@ func ResponsesToChatWith(body map[string]json.RawMessage, model string, flags Fl
 	}
 	var err error
 	if out.Temperature, err = floatField(body, "temperature"); err != nil {
-		return nil, nil, err
+		return err
 	}
 	if out.TopP, err = floatField(body, "top_p"); err != nil {
-		return nil, nil, err
+		return err
 	}
 	if raw, ok := present(body, "parallel_tool_calls"); ok {
 		var p bool
 		if json.Unmarshal(raw, &p) != nil {
-			return nil, nil, malformed("parallel_tool_calls")
+			return malformed("parallel_tool_calls")
 		}
 		out.ParallelToolCalls = &p
 	}
@@ -615,22 +640,14 @@ func ResponsesToChatWith(body map[string]json.RawMessage, model string, flags Fl
 	}
 	if raw, ok := present(body, "stream"); ok {
 		if json.Unmarshal(raw, &out.Stream) != nil {
-			return nil, nil, malformed("stream")
+			return malformed("stream")
 		}
 		if out.Stream {
 			// The synthesised response.completed needs the usage.
 			out.StreamOptions = &chatStreamOptions{IncludeUsage: true}
 		}
 	}
-	if err := responsesToolsToChat(body, &out, &w); err != nil {
-		return nil, nil, err
-	}
-	dropUnhandled(body, responsesToChatHandled, &w)
-	b, err := marshal(out)
-	if err != nil {
-		return nil, nil, err
-	}
-	return b, w.list, nil
+	return nil
 }
 
 func responsesItemsToChat(items []respInItem, w *warnSet) ([]chatMessage, error) {
