@@ -222,109 +222,141 @@ func applyErrorRule(cl *Classification, r ErrorRule, status int) {
 // first applicable row wins, and returns the row number. hay is the
 // lower-cased code + type + message + body.
 func classifyBuiltin(cl *Classification, f *Failure, status int, transport bool, hay string, doc any) int {
-	is4xx := status >= 400 && status <= 499
-	in := func(statuses ...int) bool { return slices.Contains(statuses, status) }
-	has := func(markers []string) bool { return containsAnyMarker(hay, markers) }
-	set := func(r Reason, s Scope, shape LockShape) {
-		cl.Reason, cl.Scope = r, s
-		if s == ScopeModel {
-			cl.LockScope = shape
-		}
+	b := builtinRows{cl: cl, f: f, status: status, hay: hay}
+	if row := b.markerRows(transport, doc); row != 0 {
+		return row
 	}
-	// ¹ rows: connection, but the model's quota family on a perModelQuota provider.
-	connOrFamily := func(r Reason) {
-		if f.PerModelQuota {
-			set(r, ScopeModel, ShapeFamily)
-		} else {
-			set(r, ScopeConnection, "")
-		}
-	}
+	return b.statusRows()
+}
 
+// builtinRows is one failure being matched against the built-in table.
+type builtinRows struct {
+	cl     *Classification
+	f      *Failure
+	status int
+	hay    string
+}
+
+func (b builtinRows) is4xx() bool               { return b.status >= 400 && b.status <= 499 }
+func (b builtinRows) in(statuses ...int) bool   { return slices.Contains(statuses, b.status) }
+func (b builtinRows) has(markers []string) bool { return containsAnyMarker(b.hay, markers) }
+
+// set decides reason and scope (and the lock shape of a model scope).
+func (b builtinRows) set(r Reason, s Scope, shape LockShape) {
+	b.cl.Reason, b.cl.Scope = r, s
+	if s == ScopeModel {
+		b.cl.LockScope = shape
+	}
+}
+
+// connOrFamily is the ¹ rows: connection, but the model's quota family on a
+// perModelQuota provider.
+func (b builtinRows) connOrFamily(r Reason) {
+	if b.f.PerModelQuota {
+		b.set(r, ScopeModel, ShapeFamily)
+	} else {
+		b.set(r, ScopeConnection, "")
+	}
+}
+
+// markerRows are rows 1–10: transport failures and what the error text
+// says (bans, credits, retired models, context and tool limits, model
+// access, quotas, overload); 0 when none applies.
+func (b builtinRows) markerRows(transport bool, doc any) int {
 	switch {
 	case transport:
-		set(ReasonTransient, ScopeConnection, "")
+		b.set(ReasonTransient, ScopeConnection, "")
 		return 1
-	case is4xx && has(banMarkers):
-		set(ReasonForbidden, ScopeConnection, "")
-		cl.Terminal = TerminalBanned
+	case b.is4xx() && b.has(banMarkers):
+		b.set(ReasonForbidden, ScopeConnection, "")
+		b.cl.Terminal = TerminalBanned
 		return 2
-	case status == 402 || (is4xx && has(creditMarkers)):
-		if f.PerModelQuota {
+	case b.status == 402 || (b.is4xx() && b.has(creditMarkers)):
+		if b.f.PerModelQuota {
 			// A passthrough/per-model provider's billing refusal is usually
 			// about one model: timed, never terminal.
-			set(ReasonCreditsExhausted, ScopeModel, ShapeFamily)
+			b.set(ReasonCreditsExhausted, ScopeModel, ShapeFamily)
 		} else {
-			set(ReasonCreditsExhausted, ScopeConnection, "")
-			cl.Terminal = TerminalCreditsExhausted
+			b.set(ReasonCreditsExhausted, ScopeConnection, "")
+			b.cl.Terminal = TerminalCreditsExhausted
 		}
 		return 3
-	case in(404, 410) && has(retiredMarkers):
-		set(ReasonNotFound, ScopeModel, ShapeBase)
-		cl.Detail = DetailRetiredModel
+	case b.in(404, 410) && b.has(retiredMarkers):
+		b.set(ReasonNotFound, ScopeModel, ShapeBase)
+		b.cl.Detail = DetailRetiredModel
 		return 4
-	case is4xx && has(contextMarkers):
-		set(ReasonCallerError, ScopeNone, "")
-		cl.Detail = DetailContextLength
+	case b.is4xx() && b.has(contextMarkers):
+		b.set(ReasonCallerError, ScopeNone, "")
+		b.cl.Detail = DetailContextLength
 		return 5
-	case in(400, 413, 422) && hasToolLimitMarker(hay, f, doc):
-		set(ReasonCallerError, ScopeNone, "")
-		cl.Detail = DetailToolLimit
+	case b.in(400, 413, 422) && hasToolLimitMarker(b.hay, b.f, doc):
+		b.set(ReasonCallerError, ScopeNone, "")
+		b.cl.Detail = DetailToolLimit
 		return 6
-	case in(400, 403, 404, 422) && has(modelAccessMarkers):
-		set(ReasonNotFound, ScopeModel, ShapeBase)
+	case b.in(400, 403, 404, 422) && b.has(modelAccessMarkers):
+		b.set(ReasonNotFound, ScopeModel, ShapeBase)
 		return 7
-	case in(400, 403, 429) && has(dailyMarkers):
-		set(ReasonQuotaExhausted, ScopeConnection, "")
-		cl.Detail = DetailDailyQuota
+	case b.in(400, 403, 429) && b.has(dailyMarkers):
+		b.set(ReasonQuotaExhausted, ScopeConnection, "")
+		b.cl.Detail = DetailDailyQuota
 		return 8
 	// "Rate limit reached for … per min" is a rate limit, not a used-up quota.
-	case in(400, 403, 429) && containsAnyMarker(strings.ReplaceAll(hay, "rate limit reached", ""), quotaMarkers):
-		connOrFamily(ReasonQuotaExhausted)
+	case b.in(400, 403, 429) && containsAnyMarker(strings.ReplaceAll(b.hay, "rate limit reached", ""), quotaMarkers):
+		b.connOrFamily(ReasonQuotaExhausted)
 		return 9
-	case status == 529 || (in(429, 500, 502, 503) && has(overloadMarkers)):
-		set(ReasonModelCapacity, ScopeModel, ShapeExact)
+	case b.status == 529 || (b.in(429, 500, 502, 503) && b.has(overloadMarkers)):
+		b.set(ReasonModelCapacity, ScopeModel, ShapeExact)
 		return 10
-	case status == 429:
-		connOrFamily(ReasonRateLimit)
+	}
+	return 0
+}
+
+// statusRows are rows 11–22: what the status decides, with the
+// rate-limit and refusal markers of rows 12 and 14 and the empty answer of
+// row 19.
+func (b builtinRows) statusRows() int {
+	switch {
+	case b.status == 429:
+		b.connOrFamily(ReasonRateLimit)
 		return 11
-	case in(400, 422) && has(rateMarkers):
-		connOrFamily(ReasonRateLimit)
+	case b.in(400, 422) && b.has(rateMarkers):
+		b.connOrFamily(ReasonRateLimit)
 		return 12
-	case status == 401:
-		set(ReasonAuthError, ScopeConnection, "")
+	case b.status == 401:
+		b.set(ReasonAuthError, ScopeConnection, "")
 		return 13
-	case status == 403 && has(rejectionMarkers):
-		set(ReasonRequestRejected, ScopeConnection, "")
+	case b.status == 403 && b.has(rejectionMarkers):
+		b.set(ReasonRequestRejected, ScopeConnection, "")
 		return 14
-	case status == 403:
-		connOrFamily(ReasonForbidden)
+	case b.status == 403:
+		b.connOrFamily(ReasonForbidden)
 		return 15
-	case status == 404:
-		set(ReasonNotFound, ScopeModel, ShapeBase)
+	case b.status == 404:
+		b.set(ReasonNotFound, ScopeModel, ShapeBase)
 		return 16
-	case status == 408:
-		set(ReasonTransient, ScopeConnection, "")
+	case b.status == 408:
+		b.set(ReasonTransient, ScopeConnection, "")
 		return 17
-	case status == 500 && f.PerModelQuota:
-		set(ReasonServerError, ScopeNone, "")
+	case b.status == 500 && b.f.PerModelQuota:
+		b.set(ReasonServerError, ScopeNone, "")
 		return 18
-	case f.Detail == DetailEmptyResponse:
-		set(ReasonServerError, ScopeModel, ShapeExact)
-		cl.Detail = DetailEmptyResponse
+	case b.f.Detail == DetailEmptyResponse:
+		b.set(ReasonServerError, ScopeModel, ShapeExact)
+		b.cl.Detail = DetailEmptyResponse
 		return 19
-	case status == 413:
-		set(ReasonCallerError, ScopeNone, "")
-		cl.Detail = DetailPayloadTooLarge
+	case b.status == 413:
+		b.set(ReasonCallerError, ScopeNone, "")
+		b.cl.Detail = DetailPayloadTooLarge
 		return 21
-	case is4xx:
-		set(ReasonCallerError, ScopeNone, "")
-		cl.Detail = DetailMalformed
+	case b.is4xx():
+		b.set(ReasonCallerError, ScopeNone, "")
+		b.cl.Detail = DetailMalformed
 		return 22
 	default:
 		// 5xx, and anything outside 4xx/5xx that still arrived as a failure
 		// (a 3xx the gateway does not follow, a 2xx carrying an in-band error
 		// without a code): an upstream fault.
-		set(ReasonServerError, ScopeConnection, "")
+		b.set(ReasonServerError, ScopeConnection, "")
 		return 20
 	}
 }

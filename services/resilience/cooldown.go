@@ -493,11 +493,34 @@ func (c *Cooldowns) failureState(old services.ConnectionState, info ConnInfo, cl
 		}
 		return st, effectOf(st, now, false, false), false
 	}
-	var cooldownMs int64
 	level := st.BackoffLevel
 	if prevErrAt != nil && now.Sub(*prevErrAt) > time.Duration(backoffRestartMs)*time.Millisecond {
 		level = 0
 	}
+	cooldownMs, level, terminal := failureCooldown(&st, prof, cfg, info, cls, hint, level, now)
+	if terminal {
+		return st, effectOf(st, now, true, true), false
+	}
+	if hint > 0 {
+		cooldownMs = hint.Milliseconds() // BD 6: a hint replaces every non-terminal default
+	}
+	episode := false
+	if !info.DisableCooling {
+		until := now.Add(time.Duration(cooldownMs) * time.Millisecond)
+		st.RateLimitedUntil = &until
+		st.CooldownReason = string(cls.Reason)
+		st.BackoffLevel = level
+		episode = true
+	}
+	return st, effectOf(st, now, true, false), episode
+}
+
+// failureCooldown is the length of the cooldown episode one failure opens
+// (§4.1–§4.4): a rule's cooldown or the backoff ladder, the auth ladder, the
+// refusal streak, the quota reset, the forbidden pause. It moves st's
+// counters and returns the next backoff level; terminal means the failure
+// ended the connection instead (st is terminal then).
+func failureCooldown(st *services.ConnectionState, prof CooldownProfile, cfg CooldownConfig, info ConnInfo, cls Classification, hint time.Duration, level int, now time.Time) (cooldownMs int64, nextLevel int, terminal bool) {
 	switch {
 	case cls.RuleID != "" || cls.CooldownMs > 0:
 		// A rule's reason and scope are final; its cooldownMs replaces the
@@ -524,8 +547,8 @@ func (c *Cooldowns) failureState(old services.ConnectionState, info ConnInfo, cl
 		st.LastAuthFailAt = &at
 		if count > ExpiredRetryMax {
 			st.LastError = scrubLastError(fmt.Sprintf("%d consecutive authentication failures; last: %s", count, st.LastError))
-			enterTerminal(&st, TerminalExpired, now)
-			return st, effectOf(st, now, true, true), false
+			enterTerminal(st, TerminalExpired, now)
+			return 0, level, true
 		}
 		cooldownMs = authLadderBaseMs << (count - 1)
 	case cls.Reason == ReasonRequestRejected:
@@ -538,8 +561,8 @@ func (c *Cooldowns) failureState(old services.ConnectionState, info ConnInfo, cl
 		st.LastRejectAt = &at
 		if streak >= RejectStreakBan {
 			st.LastError = scrubLastError(fmt.Sprintf("%d consecutive request refusals within 24 h; last: %s", streak, st.LastError))
-			enterTerminal(&st, TerminalBanned, now)
-			return st, effectOf(st, now, true, true), false
+			enterTerminal(st, TerminalBanned, now)
+			return 0, level, true
 		}
 		cooldownMs = rejectStreakFirstMs
 		if streak == 2 {
@@ -564,18 +587,7 @@ func (c *Cooldowns) failureState(old services.ConnectionState, info ConnInfo, cl
 			level = min(level+1, prof.MaxBackoffSteps)
 		}
 	}
-	if hint > 0 {
-		cooldownMs = hint.Milliseconds() // BD 6: a hint replaces every non-terminal default
-	}
-	episode := false
-	if !info.DisableCooling {
-		until := now.Add(time.Duration(cooldownMs) * time.Millisecond)
-		st.RateLimitedUntil = &until
-		st.CooldownReason = string(cls.Reason)
-		st.BackoffLevel = level
-		episode = true
-	}
-	return st, effectOf(st, now, true, false), episode
+	return cooldownMs, level, false
 }
 
 // Success records a 2xx (or first useful stream byte) on connection id:
