@@ -290,7 +290,6 @@ var autoScratchPool = sync.Pool{New: func() any { return new(autoScratch) }}
 func autoScores(req Request, entries []Entry, sc *autoScratch) []autoCand {
 	cfg := &strategyConfig(req).Auto
 	w := autoWeights(req, cfg)
-	now := req.Now
 	cands, sigs, views := sc.cands[:0], sc.sigs[:0], sc.views[:0]
 	defer func() { sc.cands, sc.sigs, sc.views = cands[:0], sigs[:0], views[:0] }()
 	for i := range entries {
@@ -307,11 +306,45 @@ func autoScores(req Request, entries []Entry, sc *autoScratch) []autoCand {
 		return cands
 	}
 
-	// Cost: c = 0.6·in + 0.4·out; unknown = median of the known ones.
 	costs := append(sc.costs[:0], make([]float64, len(cands))...)
 	known := append(sc.known[:0], make([]bool, len(cands))...)
 	knownCosts := sc.knownCosts[:0]
 	defer func() { sc.costs, sc.known, sc.knownCosts = costs[:0], known[:0], knownCosts[:0] }()
+	n := autoNorms{task: req.Task, cacheWinner: cacheWinnerOf(&req, entries, cands)}
+	knownCosts, n.maxCost = autoCosts(&req, entries, cands, costs, known, knownCosts)
+	n.pricesKnown = len(knownCosts) > 0
+	for _, s := range sigs {
+		if s.LatencyKnown {
+			n.maxP95, n.maxSD = max(n.maxP95, s.P95Ms), max(n.maxSD, s.StddevMs)
+		}
+	}
+	if n.task == "" {
+		n.task = TaskChat
+	}
+	for i := range cands {
+		f := &cands[i].f
+		candidateFactors(f, &req, &entries[cands[i].pos], &sigs[i], &views[i], costs[i], i, &n)
+		score := 0.0
+		for j := range f {
+			score += w[j] * f[j]
+		}
+		cands[i].score = score
+	}
+	return cands
+}
+
+// autoNorms is what the factors of one candidate are measured against: the
+// maxima over all candidates, the task and the cache winner.
+type autoNorms struct {
+	maxCost, maxP95, maxSD float64
+	pricesKnown            bool
+	task                   string
+	cacheWinner            int // index into the candidates, -1 without a cache key
+}
+
+// autoCosts fills costs with c = 0.6·in + 0.4·out per candidate (unknown =
+// median of the known ones) and returns the known costs and the maximum.
+func autoCosts(req *Request, entries []Entry, cands []autoCand, costs []float64, known []bool, knownCosts []float64) ([]float64, float64) {
 	for i, c := range cands {
 		e := &entries[c.pos]
 		if req.Prices == nil || e.IsRef() {
@@ -332,71 +365,62 @@ func autoScores(req Request, entries []Entry, sc *autoScratch) []autoCand {
 			maxC = max(maxC, costs[i])
 		}
 	}
-	maxP95, maxSD := 0.0, 0.0
-	for _, s := range sigs {
-		if s.LatencyKnown {
-			maxP95, maxSD = max(maxP95, s.P95Ms), max(maxSD, s.StddevMs)
-		}
-	}
-	cacheWinner := -1
-	if req.CacheKey != "" {
-		var best uint64
-		for i, c := range cands {
-			if c.open {
-				continue
-			}
-			if sc := entryScore(req.CacheKey, &entries[c.pos]); cacheWinner < 0 || sc > best {
-				cacheWinner, best = i, sc
-			}
-		}
-	}
-	task := req.Task
-	if task == "" {
-		task = TaskChat
-	}
+	return knownCosts, maxC
+}
 
-	for i := range cands {
-		e := &entries[cands[i].pos]
-		s, v := &sigs[i], &views[i]
-		f := &cands[i].f
-		f[0] = 1 - v.MaxUsed()
-		f[1] = healthOf(s.Breaker)
-		switch {
-		case len(knownCosts) == 0:
-			f[2] = 0.5
-		case maxC > 0:
-			f[2] = clamp01(1 - costs[i]/maxC)
-		default:
-			f[2] = 1 // every price is 0
-		}
-		f[3], f[5] = 0.5, 0.5
-		if s.LatencyKnown {
-			f[3] = ratioInv(s.P95Ms, maxP95)
-			f[5] = ratioInv(s.StddevMs, maxSD)
-		}
-		f[4] = taskFit(req.TaskFitness, e, task)
-		f[6] = 0.8*tierScore(s.Tier) + 0.2*weeklyBonus(v.Weekly, now, 30*24*time.Hour)
-		switch {
-		case req.SessionEntryID == "":
-			f[7] = 0.5
-		case req.SessionEntryID == e.ID:
-			f[7] = 1
-		}
-		f[8] = clamp01(float64(s.ProviderConnections-1) / 10)
-		f[9] = weeklyBonus(v.Weekly, now, OneWeek)
-		switch {
-		case req.CacheKey == "":
-			f[10] = 0.5
-		case i == cacheWinner:
-			f[10] = 1
-		}
-		score := 0.0
-		for j := range f {
-			score += w[j] * f[j]
-		}
-		cands[i].score = score
+// cacheWinnerOf is the candidate (not behind an open breaker) the request's
+// cache key hashes to, or -1 without a cache key.
+func cacheWinnerOf(req *Request, entries []Entry, cands []autoCand) int {
+	winner := -1
+	if req.CacheKey == "" {
+		return winner
 	}
-	return cands
+	var best uint64
+	for i, c := range cands {
+		if c.open {
+			continue
+		}
+		if sc := entryScore(req.CacheKey, &entries[c.pos]); winner < 0 || sc > best {
+			winner, best = i, sc
+		}
+	}
+	return winner
+}
+
+// candidateFactors computes the eleven factors of candidate i, each in
+// [0, 1], in the order of autoFactors (30-routing §10.14).
+func candidateFactors(f *weightVec, req *Request, e *Entry, s *CandidateSignals, v *QuotaView, cost float64, i int, n *autoNorms) {
+	f[0] = 1 - v.MaxUsed()
+	f[1] = healthOf(s.Breaker)
+	switch {
+	case !n.pricesKnown:
+		f[2] = 0.5
+	case n.maxCost > 0:
+		f[2] = clamp01(1 - cost/n.maxCost)
+	default:
+		f[2] = 1 // every price is 0
+	}
+	f[3], f[5] = 0.5, 0.5
+	if s.LatencyKnown {
+		f[3] = ratioInv(s.P95Ms, n.maxP95)
+		f[5] = ratioInv(s.StddevMs, n.maxSD)
+	}
+	f[4] = taskFit(req.TaskFitness, e, n.task)
+	f[6] = 0.8*tierScore(s.Tier) + 0.2*weeklyBonus(v.Weekly, req.Now, 30*24*time.Hour)
+	switch {
+	case req.SessionEntryID == "":
+		f[7] = 0.5
+	case req.SessionEntryID == e.ID:
+		f[7] = 1
+	}
+	f[8] = clamp01(float64(s.ProviderConnections-1) / 10)
+	f[9] = weeklyBonus(v.Weekly, req.Now, OneWeek)
+	switch {
+	case req.CacheKey == "":
+		f[10] = 0.5
+	case i == n.cacheWinner:
+		f[10] = 1
+	}
 }
 
 // signalsOf returns the candidate's signals, falling back to the entry
