@@ -101,10 +101,34 @@ func (c *config) asMap() map[string]any {
 	}
 }
 
+// parseFlags reads the harness's command line (flags and scenario names).
 func parseFlags(args []string) (*config, error) {
 	c := &config{}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	scen := fs.String("scenarios", "all", "comma-separated: "+strings.Join(allScenarios, ",")+" or all (positional names work too)")
+	scen, rates := c.addFlags(fs)
+	names, err := parseInterleaved(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.setScenarios(*scen, names); err != nil {
+		return nil, err
+	}
+	if err := c.setRates(*rates); err != nil {
+		return nil, err
+	}
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	if c.quick {
+		c.shorten()
+	}
+	return c, nil
+}
+
+// addFlags declares every flag on c; the scenario list and the open-loop
+// rates come back as text to parse after the flags.
+func (c *config) addFlags(fs *flag.FlagSet) (scen, rates *string) {
+	scen = fs.String("scenarios", "all", "comma-separated: "+strings.Join(allScenarios, ",")+" or all (positional names work too)")
 	fs.BoolVar(&c.quick, "quick", false, "divide every duration by 5 and rounds by 2 (smoke run)")
 	fs.StringVar(&c.features, "features", "all", "all: breaker, window gate, model lockout, slots, queue, affinity, request log, metrics; minimal: window gate and lockout off")
 	fs.BoolVar(&c.minimal, "minimal", true, "also measure the minimal gateway path (provider/model with one plain connection) in latency and throughput")
@@ -114,7 +138,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.concurrency, "concurrency", 32, "(b) closed-loop workers")
 	fs.DurationVar(&c.duration, "duration", 3*time.Second, "(b) length of one closed-loop run (first 10% discarded)")
 	fs.IntVar(&c.reps, "reps", 3, "(b) repetitions, paths alternating")
-	rates := fs.String("rates", "1000,3000", "(c) open-loop rates, requests per second")
+	rates = fs.String("rates", "1000,3000", "(c) open-loop rates, requests per second")
 	fs.DurationVar(&c.olDuration, "openloop-duration", 5*time.Second, "(c) measured length per rate and path")
 	fs.DurationVar(&c.olWarmup, "openloop-warmup", time.Second, "(c) warm-up at the same rate, discarded")
 	fs.DurationVar(&c.upstreamLatency, "upstream-latency", 60*time.Millisecond, "(c) fixed delay of the fake upstream in the open-loop scenario")
@@ -141,7 +165,12 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.writeDocs, "write-docs", "", "rewrite the block between <!-- bench:begin --> and <!-- bench:end --> of this file (docs/PERFORMANCE.md) with this run's table")
 	fs.StringVar(&c.profileDir, "profile-dir", "", "write CPU profiles of the first gateway and bare-proxy runs of (b) and the first gateway run of (d), heap profiles and goroutine stacks at the idle-stream measurement and an allocation profile of the whole run into this directory")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Minute, "hard bound on the whole run")
-	// Scenario names may come before, between or after the flags.
+	return scen, rates
+}
+
+// parseInterleaved parses the flags and returns the positional scenario
+// names, which may come before, between or after the flags.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	var names []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -154,8 +183,14 @@ func parseFlags(args []string) (*config, error) {
 		names = append(names, rest[0])
 		args = rest[1:]
 	}
-	if *scen != "all" || len(names) == 0 {
-		names = append(names, strings.Split(*scen, ",")...)
+	return names, nil
+}
+
+// setScenarios picks the scenarios from -scenarios and the positional names,
+// each once, in the order given ("all" adds the missing ones).
+func (c *config) setScenarios(scen string, names []string) error {
+	if scen != "all" || len(names) == 0 {
+		names = append(names, strings.Split(scen, ",")...)
 	}
 	for _, n := range names {
 		n = strings.TrimSpace(n)
@@ -173,19 +208,30 @@ func parseFlags(args []string) (*config, error) {
 				c.scenarios = append(c.scenarios, n)
 			}
 		default:
-			return nil, fmt.Errorf("unknown scenario %q (want %s or all)", n, strings.Join(allScenarios, ", "))
+			return fmt.Errorf("unknown scenario %q (want %s or all)", n, strings.Join(allScenarios, ", "))
 		}
 	}
-	for _, s := range strings.Split(*rates, ",") {
+	return nil
+}
+
+// setRates reads -rates, the open-loop requests per second.
+func (c *config) setRates(rates string) error {
+	for _, s := range strings.Split(rates, ",") {
 		if s = strings.TrimSpace(s); s == "" {
 			continue
 		}
 		n, err := strconv.Atoi(s)
 		if err != nil || n <= 0 || n > 20000 {
-			return nil, fmt.Errorf("-rates: %q is not a rate from 1 to 20000", s)
+			return fmt.Errorf("-rates: %q is not a rate from 1 to 20000", s)
 		}
 		c.rates = append(c.rates, n)
 	}
+	return nil
+}
+
+// check orders the scenarios (idle streams first), validates the flags that
+// depend on each other and finds the module for the gateway build.
+func (c *config) check() error {
 	// Idle streams run first: later scenarios leave pooled upstream
 	// connections (and their goroutines) in the proxies that idle streams
 	// would reuse, hiding part of a stream's cost.
@@ -193,47 +239,49 @@ func parseFlags(args []string) (*config, error) {
 		c.scenarios = append([]string{"idle"}, slices.Delete(c.scenarios, i, i+1)...)
 	}
 	if c.topology != "procs" && c.topology != "inproc" {
-		return nil, fmt.Errorf("-topology: want procs or inproc")
+		return fmt.Errorf("-topology: want procs or inproc")
 	}
 	if c.redisURL != "" && c.databaseURL == "" {
-		return nil, fmt.Errorf("-redis-url: the fleet-wide limits need the shared database: give -database-url too")
+		return fmt.Errorf("-redis-url: the fleet-wide limits need the shared database: give -database-url too")
 	}
 	if c.databaseURL != "" && c.topology != "procs" {
-		return nil, fmt.Errorf("-database-url: the shared-mode gateway runs as a process: use -topology procs")
+		return fmt.Errorf("-database-url: the shared-mode gateway runs as a process: use -topology procs")
 	}
 	if c.pin != "auto" && c.pin != "off" {
-		return nil, fmt.Errorf("-pin: want auto or off")
+		return fmt.Errorf("-pin: want auto or off")
 	}
 	if c.topology == "procs" || slices.Contains(c.scenarios, "micro") {
 		out, err := exec.Command("go", "env", "GOMOD").Output()
 		gomod := strings.TrimSpace(string(out))
 		if err != nil || gomod == "" || gomod == os.DevNull {
-			return nil, fmt.Errorf("the gateway build and the micro-benchmarks need the module: run from inside it (go env GOMOD: %q, %v)", gomod, err)
+			return fmt.Errorf("the gateway build and the micro-benchmarks need the module: run from inside it (go env GOMOD: %q, %v)", gomod, err)
 		}
 		c.moduleDir = filepath.Dir(gomod)
 	}
 	if c.features != "all" && c.features != "minimal" {
-		return nil, fmt.Errorf("-features: want all or minimal")
+		return fmt.Errorf("-features: want all or minimal")
 	}
 	if c.rounds < 1 || c.perRound < 1 || c.concurrency < 1 || c.reps < 1 || c.sseConcurrency < 1 || c.sseReps < 1 ||
 		c.idleStreams < 1 || c.idleStreams > 5000 || c.microCount < 1 || c.faultRate < 1 || c.sseEvents < 1 {
-		return nil, fmt.Errorf("counts must be positive (idle-streams at most 5000)")
+		return fmt.Errorf("counts must be positive (idle-streams at most 5000)")
 	}
 	if c.faultStart+c.faultLength >= c.faultDuration {
-		return nil, fmt.Errorf("-fault-start + -fault-length must end before -fault-duration")
+		return fmt.Errorf("-fault-start + -fault-length must end before -fault-duration")
 	}
-	if c.quick {
-		div := func(d *time.Duration) { *d /= 5 }
-		for _, d := range []*time.Duration{&c.duration, &c.olDuration, &c.olWarmup, &c.sseDuration, &c.faultDuration, &c.faultStart, &c.faultLength, &c.idleSettle} {
-			div(d)
-		}
-		c.rounds = max(3, c.rounds/2)
-		c.perRound = max(20, c.perRound/5)
-		c.idleStreams = max(50, c.idleStreams/5)
-		c.microCount = min(c.microCount, 3)
-		c.microBenchtime = min(c.microBenchtime, 20*time.Millisecond)
+	return nil
+}
+
+// shorten is -quick: every duration divided by 5, fewer rounds and streams.
+func (c *config) shorten() {
+	div := func(d *time.Duration) { *d /= 5 }
+	for _, d := range []*time.Duration{&c.duration, &c.olDuration, &c.olWarmup, &c.sseDuration, &c.faultDuration, &c.faultStart, &c.faultLength, &c.idleSettle} {
+		div(d)
 	}
-	return c, nil
+	c.rounds = max(3, c.rounds/2)
+	c.perRound = max(20, c.perRound/5)
+	c.idleStreams = max(50, c.idleStreams/5)
+	c.microCount = min(c.microCount, 3)
+	c.microBenchtime = min(c.microBenchtime, 20*time.Millisecond)
 }
 
 // commandLine is how this run was started, for the report.
@@ -291,15 +339,7 @@ func run(cfg *config) (*report, error) {
 	defer stop()
 
 	rep := newReport(cfg)
-	if l := loadAvg1(); l > 0.5 {
-		rep.warn("load average %.2f above 0.5 before start: other work shares this machine; compare ratios, not absolutes", l)
-	}
-	switch {
-	case cfg.topology == "inproc":
-		rep.warn("single-process run (-topology inproc): gateway, bare proxy, fake upstream and load generator share %d CPUs and one process; CPU and memory of a hop are derived by subtracting the direct path", runtime.NumCPU())
-	case !canPin(cfg):
-		rep.warn("unpinned run (-pin %s, %d CPUs): the proxy under test shares the CPUs with the fake upstream and the load generator", cfg.pin, runtime.NumCPU())
-	}
+	warnShared(cfg, rep)
 	raiseNoFile(rep)
 	if cfg.profileDir != "" {
 		if err := os.MkdirAll(cfg.profileDir, 0o755); err != nil {
@@ -318,6 +358,43 @@ func run(cfg *config) (*report, error) {
 		return nil, fmt.Errorf("sanity check: %w", err)
 	}
 	started := time.Now()
+	if err := runScenarios(ctx, cfg, topo, rep); err != nil {
+		return nil, err
+	}
+	topo.reportRequestLog(ctx, rep)
+	rep.detail("elapsed_s", time.Since(started).Seconds())
+	if ctx.Err() != nil {
+		rep.warn("run stopped early: %v", ctx.Err())
+	}
+	if cfg.profileDir != "" && !topo.procs {
+		if f, err := os.Create(filepath.Join(cfg.profileDir, "allocs.pprof")); err == nil {
+			pprof.Lookup("allocs").WriteTo(f, 0)
+			f.Close()
+		}
+	}
+	if err := writeOutputs(cfg, rep); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// warnShared warns when the machine is busy or the processes share CPUs, so
+// the report says which numbers to trust.
+func warnShared(cfg *config, rep *report) {
+	if l := loadAvg1(); l > 0.5 {
+		rep.warn("load average %.2f above 0.5 before start: other work shares this machine; compare ratios, not absolutes", l)
+	}
+	switch {
+	case cfg.topology == "inproc":
+		rep.warn("single-process run (-topology inproc): gateway, bare proxy, fake upstream and load generator share %d CPUs and one process; CPU and memory of a hop are derived by subtracting the direct path", runtime.NumCPU())
+	case !canPin(cfg):
+		rep.warn("unpinned run (-pin %s, %d CPUs): the proxy under test shares the CPUs with the fake upstream and the load generator", cfg.pin, runtime.NumCPU())
+	}
+}
+
+// runScenarios runs the chosen scenarios in order until the context ends;
+// a failing scenario is a warning, not the end of the run.
+func runScenarios(ctx context.Context, cfg *config, topo *topology, rep *report) error {
 	for _, s := range cfg.scenarios {
 		if ctx.Err() != nil {
 			break
@@ -326,7 +403,7 @@ func run(cfg *config) (*report, error) {
 		fmt.Fprintf(os.Stderr, "bench: scenario %s\n", s)
 		var err error
 		if perr := topo.place(ctx, cfg, s == "throughput" || s == "sse"); perr != nil {
-			return nil, fmt.Errorf("place processes for %s: %w", s, perr)
+			return fmt.Errorf("place processes for %s: %w", s, perr)
 		}
 		switch s {
 		case "latency":
@@ -349,17 +426,12 @@ func run(cfg *config) (*report, error) {
 		}
 		fmt.Fprintf(os.Stderr, "bench: scenario %s took %s\n", s, time.Since(t0).Round(100*time.Millisecond))
 	}
-	topo.reportRequestLog(ctx, rep)
-	rep.detail("elapsed_s", time.Since(started).Seconds())
-	if ctx.Err() != nil {
-		rep.warn("run stopped early: %v", ctx.Err())
-	}
-	if cfg.profileDir != "" && !topo.procs {
-		if f, err := os.Create(filepath.Join(cfg.profileDir, "allocs.pprof")); err == nil {
-			pprof.Lookup("allocs").WriteTo(f, 0)
-			f.Close()
-		}
-	}
+	return nil
+}
+
+// writeOutputs prints the Markdown table and writes it into the docs, the
+// results directory and the -json file as asked.
+func writeOutputs(cfg *config, rep *report) error {
 	sort.SliceStable(rep.Results, func(i, j int) bool { return rep.Results[i].Scenario[0] < rep.Results[j].Scenario[0] })
 	var md strings.Builder
 	fmt.Fprintf(&md, "Run %s, commit %s (dirty: %v), `%s`\n\n", rep.Time, rep.Git.Commit, rep.Git.Dirty, commandLine())
@@ -378,7 +450,7 @@ func run(cfg *config) (*report, error) {
 				block += "\nWritten with -docs-despite-warnings: " + strings.Join(why, "; ") + ".\n"
 			}
 			if err := writeDocsBlock(cfg.writeDocs, block); err != nil {
-				return nil, err
+				return err
 			}
 			fmt.Fprintf(os.Stderr, "bench: updated %s\n", cfg.writeDocs)
 		}
@@ -388,18 +460,18 @@ func run(cfg *config) (*report, error) {
 		name := filepath.Join(cfg.outDir, stamp+"-"+shortCommit(rep.Git.Commit)+".json")
 		if err := os.MkdirAll(cfg.outDir, 0o755); err == nil {
 			if err := rep.writeJSON(name); err != nil {
-				return nil, err
+				return err
 			}
 			fmt.Fprintf(os.Stderr, "bench: wrote %s\n", name)
 		}
 	}
 	if cfg.jsonOut != "" {
 		if err := rep.writeJSON(cfg.jsonOut); err != nil {
-			return nil, err
+			return err
 		}
 		fmt.Fprintf(os.Stderr, "bench: wrote %s\n", cfg.jsonOut)
 	}
-	return rep, nil
+	return nil
 }
 
 func shortCommit(c string) string {

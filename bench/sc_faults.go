@@ -36,7 +36,39 @@ func runFaults(ctx context.Context, cfg *config, t *topology, rep *report) error
 	})
 	cl := vegetaClient(10 * time.Second)
 	defer cl.CloseIdleConnections()
-	// Warm-up; fill-first serves everything from the first connection (fk-f1).
+	primary := warmPrimary(ctx, cfg, t, cl, tr)
+	faultOn := time.Now().Add(cfg.faultStart)
+	recs, run := attackThroughBurst(ctx, cfg, t, cl, tr, primary, faultOn)
+	sum := summarizeFaults(recs, cfg)
+	fmt.Fprintf(os.Stderr, "  %d requests, %d lost %v, %d served after failover, recovered %s after the burst; failed connection back after %s\n",
+		len(recs), sum.lost, sum.failCodes, sum.failover, sum.recovered.Round(time.Millisecond), fmtOff(sum.backAt))
+	fs, fe := cfg.faultStart, cfg.faultStart+cfg.faultLength
+	scen := fmt.Sprintf("f faults (503 burst %s on 1 of 2 conns, %d rps)", cfg.faultLength, cfg.faultRate)
+	rep.add(result{Scenario: scen, Metric: "requests lost", Unit: "", Value: float64(sum.lost), Target: "0", Pass: boolp(sum.lost == 0), Samples: len(recs),
+		Note: fmt.Sprintf("failed answers by status/code: %v", sum.failCodes)})
+	rep.add(result{Scenario: scen, Metric: "requests served after failover", Unit: "", Value: float64(sum.failover), Samples: len(recs)})
+	rep.add(result{Scenario: scen, Metric: "time until all requests succeed again (after burst end)", Unit: "ms", Value: durMs(sum.recovered),
+		Target: "≤ 4 s (API-key base cooldown 3 s + 1 s)", Pass: boolp(sum.recovered <= 4*time.Second), Samples: len(recs),
+		Note: fmt.Sprintf("burst %s–%s; first failure at %s, last failed answer at %s", fs, fe, fmtOff(sum.firstFail), fmtOff(sum.lastFail))})
+	// Why the connection stays out: its cooldown and lockouts at the end.
+	why := t.failedConnState(ctx, primary, faultOn)
+	rep.detail("faults_failed_connection_state", why)
+	backNote := "it did not serve again before the run ended: " + why
+	backVal := durMs(cfg.faultDuration - fe)
+	if sum.backAt >= 0 {
+		backNote, backVal = "", durMs(sum.backAt)
+	}
+	rep.add(result{Scenario: scen, Metric: "time until the failed connection serves again (after burst end)", Unit: "ms", Value: backVal,
+		Samples: len(recs), Note: backNote})
+	rep.add(result{Scenario: scen, Metric: "p99 latency over the run", Unit: "ms", Value: percentile(run.lat, 99), Samples: run.total})
+	rep.detail("faults_buckets", sum.buckets)
+	rep.detail("faults_fail_codes", sum.failCodes)
+	return nil
+}
+
+// warmPrimary warms the route up and returns the connection that served
+// most of it: fill-first serves everything from the first one (fk-f1).
+func warmPrimary(ctx context.Context, cfg *config, t *topology, cl *http.Client, tr vegeta.Targeter) string {
 	servedBy := map[string]int{}
 	attackWith(ctx, t.pidOf("gateway"), newAttacker(cl), tr, cfg.faultRate, 500*time.Millisecond, func(r *vegeta.Result) {
 		if r.Headers != nil {
@@ -49,19 +81,26 @@ func runFaults(ctx context.Context, cfg *config, t *topology, rep *report) error
 			primary = id
 		}
 	}
+	return primary
+}
 
-	type rec struct {
-		at       time.Duration // send time since start
-		end      time.Duration
-		ok       bool
-		code     string
-		failover bool
-		primary  bool // served by the connection the burst hits
-	}
+// faultRec is one request of the fault run.
+type faultRec struct {
+	at       time.Duration // send time since start
+	end      time.Duration
+	ok       bool
+	code     string
+	failover bool
+	primary  bool // served by the connection the burst hits
+}
+
+// attackThroughBurst runs the constant rate for cfg.faultDuration while
+// primary answers 503 from faultOn for cfg.faultLength, and returns every
+// request sorted by send time.
+func attackThroughBurst(ctx context.Context, cfg *config, t *topology, cl *http.Client, tr vegeta.Targeter, primary string, faultOn time.Time) ([]faultRec, *olRun) {
 	var mu sync.Mutex
-	var recs []rec
-	start := time.Now()
-	faultOn := start.Add(cfg.faultStart)
+	var recs []faultRec
+	start := faultOn.Add(-cfg.faultStart)
 	faultOff := faultOn.Add(cfg.faultLength)
 	// Script the burst at the wall-clock times (bounded by ctx).
 	var wg sync.WaitGroup
@@ -76,7 +115,7 @@ func runFaults(ctx context.Context, cfg *config, t *topology, rep *report) error
 		t.scriptFail(context.WithoutCancel(ctx), false) // healthy again
 	}()
 	run := attackWith(ctx, t.pidOf("gateway"), newAttacker(cl), tr, cfg.faultRate, cfg.faultDuration, func(r *vegeta.Result) {
-		x := rec{at: r.Timestamp.Sub(start), end: r.End().Sub(start), ok: r.Code == http.StatusOK && r.Error == ""}
+		x := faultRec{at: r.Timestamp.Sub(start), end: r.End().Sub(start), ok: r.Code == http.StatusOK && r.Error == ""}
 		x.code = strconv.Itoa(int(r.Code))
 		if r.Headers != nil {
 			if v := r.Headers.Get("X-Switchyard-Error-Code"); v != "" {
@@ -96,84 +135,70 @@ func runFaults(ctx context.Context, cfg *config, t *topology, rep *report) error
 	})
 	wg.Wait()
 	t.scriptFail(context.WithoutCancel(ctx), false)
-
 	sort.Slice(recs, func(i, j int) bool { return recs[i].at < recs[j].at })
-	lost, failover := 0, 0
-	var lastFail time.Duration = -1
-	var firstFail time.Duration = -1
-	failCodes := map[string]int{}
+	return recs, run
+}
+
+// faultBucket is one second of the fault run, for the JSON detail.
+type faultBucket struct {
+	Second   int `json:"second"`
+	Requests int `json:"requests"`
+	Failed   int `json:"failed"`
+	Failover int `json:"failover"`
+}
+
+// faultSummary is what the fault run measured.
+type faultSummary struct {
+	lost, failover      int
+	firstFail, lastFail time.Duration // -1: nothing failed
+	backAt              time.Duration // when the failed connection served again after the burst, -1: never
+	recovered           time.Duration // until every request succeeds again, from the end of the burst
+	failCodes           map[string]int
+	buckets             []faultBucket
+}
+
+// summarizeFaults counts the lost and failed-over requests and times the
+// recovery of the requests and of the connection the burst hit.
+func summarizeFaults(recs []faultRec, cfg *config) faultSummary {
+	sum := faultSummary{firstFail: -1, lastFail: -1, backAt: -1, failCodes: map[string]int{}}
 	for _, r := range recs {
 		if r.failover {
-			failover++
+			sum.failover++
 		}
 		if !r.ok {
-			lost++
-			failCodes[r.code]++
-			if firstFail < 0 {
-				firstFail = r.at
+			sum.lost++
+			sum.failCodes[r.code]++
+			if sum.firstFail < 0 {
+				sum.firstFail = r.at
 			}
-			lastFail = max(lastFail, r.end)
+			sum.lastFail = max(sum.lastFail, r.end)
 		}
 	}
-	fs, fe := cfg.faultStart, cfg.faultStart+cfg.faultLength
-	// When the connection the burst hit serves again (cooldown, lockout).
-	var backAt time.Duration = -1
+	fe := cfg.faultStart + cfg.faultLength
 	for _, r := range recs {
 		if r.primary && r.at >= fe {
-			backAt = r.at - fe
+			sum.backAt = r.at - fe
 			break
 		}
 	}
-	// Time until all requests succeed again, counted from the end of the burst
-	// (0 when nothing failed after the burst ended).
-	recovered := time.Duration(0)
-	if lastFail > fe {
-		recovered = lastFail - fe
+	// 0 when nothing failed after the burst ended.
+	if sum.lastFail > fe {
+		sum.recovered = sum.lastFail - fe
 	}
-	// Per-second buckets for the JSON detail.
-	type bucket struct {
-		Second   int `json:"second"`
-		Requests int `json:"requests"`
-		Failed   int `json:"failed"`
-		Failover int `json:"failover"`
-	}
-	var buckets []bucket
 	for _, r := range recs {
 		s := int(r.at / time.Second)
-		for len(buckets) <= s {
-			buckets = append(buckets, bucket{Second: len(buckets)})
+		for len(sum.buckets) <= s {
+			sum.buckets = append(sum.buckets, faultBucket{Second: len(sum.buckets)})
 		}
-		buckets[s].Requests++
+		sum.buckets[s].Requests++
 		if !r.ok {
-			buckets[s].Failed++
+			sum.buckets[s].Failed++
 		}
 		if r.failover {
-			buckets[s].Failover++
+			sum.buckets[s].Failover++
 		}
 	}
-	fmt.Fprintf(os.Stderr, "  %d requests, %d lost %v, %d served after failover, recovered %s after the burst; failed connection back after %s\n",
-		len(recs), lost, failCodes, failover, recovered.Round(time.Millisecond), fmtOff(backAt))
-	scen := fmt.Sprintf("f faults (503 burst %s on 1 of 2 conns, %d rps)", cfg.faultLength, cfg.faultRate)
-	rep.add(result{Scenario: scen, Metric: "requests lost", Unit: "", Value: float64(lost), Target: "0", Pass: boolp(lost == 0), Samples: len(recs),
-		Note: fmt.Sprintf("failed answers by status/code: %v", failCodes)})
-	rep.add(result{Scenario: scen, Metric: "requests served after failover", Unit: "", Value: float64(failover), Samples: len(recs)})
-	rep.add(result{Scenario: scen, Metric: "time until all requests succeed again (after burst end)", Unit: "ms", Value: durMs(recovered),
-		Target: "≤ 4 s (API-key base cooldown 3 s + 1 s)", Pass: boolp(recovered <= 4*time.Second), Samples: len(recs),
-		Note: fmt.Sprintf("burst %s–%s; first failure at %s, last failed answer at %s", fs, fe, fmtOff(firstFail), fmtOff(lastFail))})
-	// Why the connection stays out: its cooldown and lockouts at the end.
-	why := t.failedConnState(ctx, primary, faultOn)
-	rep.detail("faults_failed_connection_state", why)
-	backNote := "it did not serve again before the run ended: " + why
-	backVal := durMs(cfg.faultDuration - fe)
-	if backAt >= 0 {
-		backNote, backVal = "", durMs(backAt)
-	}
-	rep.add(result{Scenario: scen, Metric: "time until the failed connection serves again (after burst end)", Unit: "ms", Value: backVal,
-		Samples: len(recs), Note: backNote})
-	rep.add(result{Scenario: scen, Metric: "p99 latency over the run", Unit: "ms", Value: percentile(run.lat, 99), Samples: run.total})
-	rep.detail("faults_buckets", buckets)
-	rep.detail("faults_fail_codes", failCodes)
-	return nil
+	return sum
 }
 
 // failedConnState says why a connection is out of rotation: its cooldown,
