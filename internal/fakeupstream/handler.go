@@ -103,110 +103,140 @@ func credentialOf(r *http.Request) string {
 
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	start := s.now()
-	rt, method := routeOf(r.URL.Path)
-	format := FormatOpenAI
-	if rt == routeMessages || rt == routeCountTokens {
-		format = FormatAnthropic
-	}
-	body, readErr := io.ReadAll(io.LimitReader(r.Body, maxBody))
-	cred := credentialOf(r)
-
-	var violations []string
-	if cred == "" {
-		violations = append(violations, "missing_credential")
-	}
-	if rt == routeMessages || rt == routeCountTokens {
-		if r.Header.Get("X-Api-Key") == "" {
-			violations = append(violations, "anthropic_missing_x_api_key")
-		}
-		if r.Header.Get("Anthropic-Version") == "" {
-			violations = append(violations, "anthropic_missing_version")
-		}
-	}
-	if rt == routeModels && r.Header.Get("Anthropic-Version") != "" {
-		format = FormatAnthropic
-	}
-	var req request
-	var parseErr error
-	action := ""
-	switch {
-	case readErr != nil:
-		action = "body_read_error"
-	case rt == routeUnknown:
-		action = "unknown_route"
-		violations = append(violations, "unknown_route")
-	case r.Method != method:
-		action = "wrong_method"
-		violations = append(violations, "wrong_method")
-	case method == http.MethodPost:
-		if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
-			violations = append(violations, "content_type_not_json")
-		}
-		if req, parseErr = parseRequest(body); parseErr != nil {
-			action = "invalid_json"
-			violations = append(violations, "invalid_json")
-		} else if req.model == "" {
-			violations = append(violations, "missing_model")
-		}
-	}
-	var nonce string
-	if m := nonceRE.FindStringSubmatch(req.lastUser); m != nil {
-		nonce = strings.ToLower(m[1])
-	}
-	headerNames := make([]string, 0, len(r.Header))
-	for name := range r.Header {
-		headerNames = append(headerNames, name)
-	}
-	slices.Sort(headerNames)
-
-	s.mu.Lock()
-	s.seq++
-	seq := s.seq
-	attempt := 0
-	if nonce != "" {
-		s.nonces[nonce]++
-		attempt = s.nonces[nonce]
-	}
-	label := s.labelLocked(cred)
-	var d decision
-	if action == "" {
-		d = s.resolveLocked(cred, label, req.model, format, nonce, attempt, seq, s.events)
-		action = d.action
-	}
-	var models []string
-	if rt == routeModels {
-		models = s.modelsLocked(cred, label)
-	}
-	rec := &hitRec{done: make(chan struct{}), hit: Hit{
-		Seq: seq, Nonce: nonce, Attempt: attempt, Reproducible: nonce != "",
-		Credential: cred, KeyLabel: label, Method: r.Method, Path: r.URL.Path, Format: format,
-		Model: req.model, Stream: req.stream, TStart: start, Action: action, Body: body,
-		Usage:   usageOf(rt, req),
-		Headers: headerNames, Violations: violations,
-		Tools: req.tools, ToolResult: req.toolResult, HasToolResult: req.hasResult,
-	}}
-	s.recordLocked(rec)
-	s.mu.Unlock()
-
+	in := inspect(r)
+	rec, d := s.record(in, r, start)
 	x := &exchange{s: s, w: w, rc: http.NewResponseController(w), r: r, ctx: r.Context(), rec: rec,
-		route: rt, format: format, req: req, cred: cred, seq: seq, models: models, step: d.step, rng: d.rng}
+		route: in.rt, format: in.format, req: in.req, cred: in.cred, seq: d.seq, models: d.models, step: d.step, rng: d.rng}
 	defer x.finish()
 	switch {
-	case readErr != nil:
+	case in.readErr != nil:
 		x.end = EndClientCancelled
-	case action == "unknown_route":
-		x.writeError(errorSpec{status: http.StatusNotFound, format: format, typ: "invalid_request_error", anthropicType: "not_found_error",
+	case d.final == "unknown_route":
+		x.writeError(errorSpec{status: http.StatusNotFound, format: in.format, typ: "invalid_request_error", anthropicType: "not_found_error",
 			message: fmt.Sprintf("Unknown request URL: %s %s (fake upstream)", r.Method, r.URL.Path)})
-	case action == "wrong_method":
-		x.w.Header().Set("Allow", method)
-		x.writeError(errorSpec{status: http.StatusMethodNotAllowed, format: format, typ: "invalid_request_error",
+	case d.final == "wrong_method":
+		x.w.Header().Set("Allow", in.method)
+		x.writeError(errorSpec{status: http.StatusMethodNotAllowed, format: in.format, typ: "invalid_request_error",
 			message: fmt.Sprintf("Method %s not allowed on %s (fake upstream)", r.Method, r.URL.Path)})
-	case action == "invalid_json":
-		x.writeError(errorSpec{status: http.StatusBadRequest, format: format, typ: "invalid_request_error",
-			message: "We could not parse the JSON body of your request: " + parseErr.Error()})
+	case d.final == "invalid_json":
+		x.writeError(errorSpec{status: http.StatusBadRequest, format: in.format, typ: "invalid_request_error",
+			message: "We could not parse the JSON body of your request: " + in.parseErr.Error()})
 	default:
 		x.run()
 	}
+}
+
+// inbound is what a request shows before any script is consulted: its
+// route and format, the credential, the parsed body and every protocol
+// violation a real provider would object to.
+type inbound struct {
+	rt         route
+	method     string // the route's method
+	format     string
+	body       []byte
+	readErr    error
+	cred       string
+	violations []string
+	req        request
+	parseErr   error
+	action     string // set when the request cannot reach a script
+	nonce      string
+	headers    []string // header names, sorted
+}
+
+// inspect reads and checks a request.
+func inspect(r *http.Request) *inbound {
+	in := &inbound{format: FormatOpenAI}
+	in.rt, in.method = routeOf(r.URL.Path)
+	if in.rt == routeMessages || in.rt == routeCountTokens {
+		in.format = FormatAnthropic
+	}
+	in.body, in.readErr = io.ReadAll(io.LimitReader(r.Body, maxBody))
+	in.cred = credentialOf(r)
+	if in.cred == "" {
+		in.violations = append(in.violations, "missing_credential")
+	}
+	if in.rt == routeMessages || in.rt == routeCountTokens {
+		if r.Header.Get("X-Api-Key") == "" {
+			in.violations = append(in.violations, "anthropic_missing_x_api_key")
+		}
+		if r.Header.Get("Anthropic-Version") == "" {
+			in.violations = append(in.violations, "anthropic_missing_version")
+		}
+	}
+	if in.rt == routeModels && r.Header.Get("Anthropic-Version") != "" {
+		in.format = FormatAnthropic
+	}
+	switch {
+	case in.readErr != nil:
+		in.action = "body_read_error"
+	case in.rt == routeUnknown:
+		in.action = "unknown_route"
+		in.violations = append(in.violations, "unknown_route")
+	case r.Method != in.method:
+		in.action = "wrong_method"
+		in.violations = append(in.violations, "wrong_method")
+	case in.method == http.MethodPost:
+		if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+			in.violations = append(in.violations, "content_type_not_json")
+		}
+		if in.req, in.parseErr = parseRequest(in.body); in.parseErr != nil {
+			in.action = "invalid_json"
+			in.violations = append(in.violations, "invalid_json")
+		} else if in.req.model == "" {
+			in.violations = append(in.violations, "missing_model")
+		}
+	}
+	if m := nonceRE.FindStringSubmatch(in.req.lastUser); m != nil {
+		in.nonce = strings.ToLower(m[1])
+	}
+	in.headers = make([]string, 0, len(r.Header))
+	for name := range r.Header {
+		in.headers = append(in.headers, name)
+	}
+	slices.Sort(in.headers)
+	return in
+}
+
+// recorded is the decision record gives the exchange.
+type recorded struct {
+	decision
+	seq    int64
+	final  string   // the hit's action: inspect's, else the decision's
+	models []string // the model list a /models request answers with
+}
+
+// record numbers the request, decides its answer from the scripts (unless
+// inspect already settled it) and logs the hit, all under one lock.
+func (s *Server) record(in *inbound, r *http.Request, start time.Time) (*hitRec, recorded) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq++
+	seq := s.seq
+	attempt := 0
+	if in.nonce != "" {
+		s.nonces[in.nonce]++
+		attempt = s.nonces[in.nonce]
+	}
+	label := s.labelLocked(in.cred)
+	d := recorded{seq: seq, final: in.action}
+	if d.final == "" {
+		d.decision = s.resolveLocked(in.cred, label, in.req.model, in.format, in.nonce, attempt, seq, s.events)
+		d.final = d.action
+	}
+	if in.rt == routeModels {
+		d.models = s.modelsLocked(in.cred, label)
+	}
+	rec := &hitRec{done: make(chan struct{}), hit: Hit{
+		Seq: seq, Nonce: in.nonce, Attempt: attempt, Reproducible: in.nonce != "",
+		Credential: in.cred, KeyLabel: label, Method: r.Method, Path: r.URL.Path, Format: in.format,
+		Model: in.req.model, Stream: in.req.stream, TStart: start, Action: d.final, Body: in.body,
+		Usage:   usageOf(in.rt, in.req),
+		Headers: in.headers, Violations: in.violations,
+		Tools: in.req.tools, ToolResult: in.req.toolResult, HasToolResult: in.req.hasResult,
+	}}
+	s.recordLocked(rec)
+	return rec, d
 }
 
 // exchange is one request being answered.
