@@ -6,6 +6,69 @@ import (
 	"time"
 )
 
+// BreakerSnapshot is the persisted form of one breaker
+// (domain_circuit_breakers). Zero times mean "not set" (NULL).
+type BreakerSnapshot struct {
+	Name              string // canonical provider id
+	Profile           Profile
+	State             BreakerState
+	FailureCount      int
+	OpenCycleCount    int
+	OpenedAt          time.Time
+	LastFailureAt     time.Time
+	LastFailureReason string
+	Generation        uint64
+	UpdatedAt         time.Time
+	// HalfOpenInFlight counts the HALF_OPEN probes out across the fleet;
+	// ProbeUntil is when the latest grant lapses, so a probe held by a
+	// replica that died stops blocking the breaker then.
+	HalfOpenInFlight int
+	ProbeUntil       time.Time
+}
+
+// gone reports whether s is CLOSED with a zero count: such a breaker has
+// no row.
+func (s BreakerSnapshot) gone() bool { return s.State == BreakerClosed && s.FailureCount <= 0 }
+
+// BreakerStore holds the breakers as the fleet's authority: counted
+// failures are increments (exact however many replicas count), transitions
+// compare-and-set the row on its generation and count, probes are granted
+// against the fleet-wide in-flight count. A CLOSED breaker with a zero
+// count has no row. Implementations: MemoryBreakerStore,
+// models.BreakerStore on SQLite and PostgreSQL.
+type BreakerStore interface {
+	LoadBreakers(ctx context.Context) ([]BreakerSnapshot, error)
+	// LoadBreaker returns name's row; found=false when it has none.
+	LoadBreaker(ctx context.Context, name string) (row BreakerSnapshot, found bool, err error)
+	// CountBreakerFailure adds one counted failure to the row of s.Name
+	// when its generation is s.Generation (recording s's last failure,
+	// profile and update time), or inserts s with a count of 1 when there is
+	// no row. It returns the row after the call; counted=false (and the
+	// stored row) when the stored generation differs.
+	CountBreakerFailure(ctx context.Context, s BreakerSnapshot) (row BreakerSnapshot, counted bool, err error)
+	// LeakBreaker takes n from the count of name's row (not below zero)
+	// when its generation is gen and it is CLOSED or DEGRADED; a CLOSED row
+	// that reaches zero is deleted. It returns the row after the call
+	// (found=false: none).
+	LeakBreaker(ctx context.Context, name string, gen uint64, n int, at time.Time) (row BreakerSnapshot, found bool, err error)
+	// CompareAndSaveBreaker replaces name's row with s when its generation
+	// is gen and its count n (s CLOSED with a zero count deletes it). When
+	// not swapped it returns the stored row (found=false: none).
+	CompareAndSaveBreaker(ctx context.Context, gen uint64, n int, s BreakerSnapshot) (cur BreakerSnapshot, found, swapped bool, err error)
+	// AcquireBreakerProbe counts one more probe out when the row is
+	// HALF_OPEN at generation gen with fewer than limit out, or its last
+	// grant lapsed (probe_until ≤ now; the count restarts at one). A grant
+	// lapses at until. It returns the row after the call.
+	AcquireBreakerProbe(ctx context.Context, name string, gen uint64, limit int, now, until time.Time) (row BreakerSnapshot, found, granted bool, err error)
+	// ReleaseBreakerProbe gives back one probe of generation gen.
+	ReleaseBreakerProbe(ctx context.Context, name string, gen uint64) (row BreakerSnapshot, found bool, err error)
+	// SaveBreaker inserts or replaces the row named s.Name.
+	SaveBreaker(ctx context.Context, s BreakerSnapshot) error
+	// DeleteBreaker removes one row; a missing row is not an error.
+	DeleteBreaker(ctx context.Context, name string) error
+	DeleteAllBreakers(ctx context.Context) error
+}
+
 // MemoryBreakerStore is a BreakerStore in memory (tests, and processes that
 // need no persistence). It is safe for concurrent use; SetFailure makes it
 // behave like an unreachable database.
