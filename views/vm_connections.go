@@ -13,6 +13,7 @@ import (
 	"switchyard/services"
 	"switchyard/services/human"
 	"switchyard/services/quota"
+	"switchyard/services/resilience"
 )
 
 // ---------------------------------------------------------------------------
@@ -621,3 +622,153 @@ func baseURLHelp(f ConnectionFieldsVM) string {
 // ConnColumns is the number of columns of the connections table (a
 // confirmation panel in a row slot spans them all).
 const ConnColumns = connColumns
+
+// ---------------------------------------------------------------------------
+// Live cells of the Connections page.
+
+// LockedModelVM is one locked model in a connection's "N models locked" list.
+type LockedModelVM struct {
+	Model    string
+	Reason   string
+	Expires  *CountdownVM
+	Enforced bool
+	Vals     string
+	until    string
+}
+
+// WithLive adds what only the engine knows to a row: its model lockouts and
+// the backoff ladder's length. A locked model is not the connection
+// locked: the status badge stays the connection's own (a connection that
+// serves its other models is healthy) and the "N models locked" count
+// beside it lists them.
+func (r ConnectionRowVM) WithLive(locks []resilience.LockoutStatus, backoffMax int, now time.Time) ConnectionRowVM {
+	r.BackoffMax = backoffMax
+	r.Locked = nil
+	seen := map[string]bool{}
+	for _, l := range locks {
+		if !l.Active || seen[l.Model] {
+			continue // one entry per model: Re-enable clears every key shape of it
+		}
+		seen[l.Model] = true
+		r.Locked = append(r.Locked, LockedModelVM{Model: l.Model, Reason: reasonText(string(l.Reason)),
+			Expires: NewCountdownVM(l.Until, now), Enforced: l.Enforced, Vals: reEnableVals(l.Provider, r.ID, l.Model),
+			until: RFC3339(l.Until)})
+	}
+	return r
+}
+
+// LockedText is "2 models locked".
+func (r ConnectionRowVM) LockedText() string {
+	return human.Plural(len(r.Locked), "model", "models") + " locked"
+}
+
+// Signatures of the live cells: GET /connections/statuses re-sends a cell
+// only when what it shows differs from the signature the page holds, so an
+// open "models locked" list or error detail stays open between polls.
+
+// StatusSig covers the badge, the reset action and the locked models.
+func (r ConnectionRowVM) StatusSig() string {
+	parts := []any{r.StatusClass, r.StatusText, r.Terminal}
+	for _, l := range r.Locked {
+		parts = append(parts, l.Model, l.Reason, l.until, l.Enforced)
+	}
+	return sig(parts...)
+}
+
+// CooldownSig covers the deadline (not the remaining time: it ticks in the
+// browser), backoff and reason.
+func (r ConnectionRowVM) CooldownSig() string {
+	return sig(r.CoolUntil, r.Backoff, r.BackoffMax, r.Reason, r.CooldownMs > 0)
+}
+
+// ErrorSig covers the last error and its relative time.
+func (r ConnectionRowVM) ErrorSig() string {
+	at := ""
+	if r.ErrorAt != nil {
+		at = r.ErrorAt.ISO + r.ErrorAt.Rel
+	}
+	return sig(r.ErrorHead, r.ErrorShort, r.ErrorFull, at)
+}
+
+// WithSlots adds the slot gate's live counts to a row with max_concurrent:
+// slots in use against the limit ("1 / 2") and requests waiting for one.
+func (r ConnectionRowVM) WithSlots(inFlight, waiting int) ConnectionRowVM {
+	if r.ConcLimit > 0 {
+		r.Concurrency, r.ConcWaiting = ConcurrencyText(inFlight, r.ConcLimit), waiting
+	}
+	return r
+}
+
+// ConcurrencySig covers the concurrency cell.
+func (r ConnectionRowVM) ConcurrencySig() string { return sig(r.Concurrency, r.ConcWaiting) }
+
+// BreakerSig covers a provider group's breaker badge.
+func (g ConnectionGroupVM) BreakerSig() string {
+	if g.Breaker == nil {
+		return sig("")
+	}
+	until := ""
+	if g.Breaker.RetryIn != nil {
+		until = g.Breaker.RetryIn.ISO
+	}
+	return sig(g.Breaker.Badge, until)
+}
+
+// GroupBreakerVM is the provider breaker badge of a connections group header.
+type GroupBreakerVM struct {
+	Badge   BadgeVM
+	RetryIn *CountdownVM
+}
+
+// NewGroupBreakerVM describes a provider's breaker for its group header.
+func NewGroupBreakerVM(b resilience.BreakerStatus, now time.Time) *GroupBreakerVM {
+	g := &GroupBreakerVM{Badge: NewBreakerBadge(b.State)}
+	if b.State == resilience.BreakerOpen {
+		g.RetryIn = countdownAfter(b.RetryAfterMs, now)
+	}
+	return g
+}
+
+// LiveCell is one cell of GET /connections/statuses: its id and current signature.
+type LiveCell struct {
+	ID  string
+	Sig string
+}
+
+// ConnectionStatusesVM is the answer of GET /connections/statuses: the rows
+// and group headers whose cells changed, and which cells of them to send.
+type ConnectionStatusesVM struct {
+	Groups []ConnectionGroupVM // Rows filtered to those with a changed cell
+	Send   map[string]bool     // cell ids to send
+}
+
+// NewConnectionStatusesVM keeps the cells whose signature differs from have
+// (cell id → signature the page holds); an empty have sends everything.
+func NewConnectionStatusesVM(list ConnectionsListVM, have map[string]string) ConnectionStatusesVM {
+	vm := ConnectionStatusesVM{Send: map[string]bool{}}
+	changed := func(id, s string) bool {
+		if have[id] == s {
+			return false
+		}
+		vm.Send[id] = true
+		return true
+	}
+	for _, g := range list.Groups {
+		out := g
+		out.Rows = nil
+		brk := changed(RowID(RowProviderBrk, g.ProviderID), g.BreakerSig())
+		for _, r := range g.Rows {
+			c := changed(RowID(RowConnStatus, r.ID), r.StatusSig())
+			c = changed(RowID(RowConnCooldown, r.ID), r.CooldownSig()) || c
+			c = changed(RowID(RowConnError, r.ID), r.ErrorSig()) || c
+			c = changed(RowID(RowConnConc, r.ID), r.ConcurrencySig()) || c
+			if c {
+				out.Rows = append(out.Rows, r)
+			}
+		}
+		if brk || len(out.Rows) > 0 {
+			vm.Groups = append(vm.Groups, out)
+		}
+	}
+	return vm
+}
