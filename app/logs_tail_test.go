@@ -124,7 +124,7 @@ func TestLogsLiveTailPollsForNewerRows(t *testing.T) {
 		h, _ := goquery.OuterHtml(sw)
 		t.Fatalf("switch %s", h)
 	}
-	if label := strings.TrimSpace(sw.Parent().Text()); sw.Parent().Is("label") == false || label != "Live tail" {
+	if label := strings.TrimSpace(sw.Parent().Text()); !sw.Parent().Is("label") || label != "Live tail" {
 		t.Errorf("switch label %q", label)
 	}
 	if got := ltPollURL(t, doc); got != "" {
