@@ -198,7 +198,20 @@ func TestLogsLiveTailRejectsABadCursorAndNeedsASession(t *testing.T) {
 		d.do("GET", "/logs/rows?after="+after, nil, false, http.StatusUnprocessableEntity)
 	}
 	// The page's own filter checks apply: a reversed range is 422 too.
-	d.do("GET", "/logs/rows?range=custom&since=2026-03-02T10:00&until=2026-03-01T10:00", nil, true, http.StatusUnprocessableEntity)
+	reversed := "range=custom&since=2026-03-02T10:00&until=2026-03-01T10:00"
+	d.do("GET", "/logs/rows?"+reversed, nil, true, http.StatusUnprocessableEntity)
+	// On the page, the error keeps the switch as it was, and nothing polls.
+	req := d.req("GET", "/logs?tail=on&"+reversed, nil, true)
+	req.Header.Set("HX-Target", views.LogsListID)
+	rec := d.send(req)
+	if rec.Code != http.StatusUnprocessableEntity {
+		t.Fatalf("reversed range: %d", rec.Code)
+	}
+	doc := dashCheckHTML(t, rec)
+	dashFind(t, doc, dashTID(views.ErrorSummaryID))
+	if _, on := dashFind(t, doc, dashTID(views.LogsTailSwitchID)).Attr("checked"); !on || ltPollURL(t, doc) != "" {
+		t.Errorf("with a filter error: switch on %v, poll %q", on, ltPollURL(t, doc))
+	}
 
 	// Without a session: as /logs, a redirect to sign in.
 	anon := &dashClient{t: t, app: d.app}

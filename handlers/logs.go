@@ -211,7 +211,7 @@ func (h *Logs) logsPage(c echo.Context, detail *views.LogDetailVM, fragment temp
 	}
 	var list views.LogsListVM
 	if len(errs) > 0 {
-		list = views.LogsListVM{Filtered: true, Errors: errs}
+		list = views.LogsListVM{Filtered: true, Errors: errs, Tail: f.Tail}
 	} else if list, err = h.logsList(ctx, f, q, names); err != nil {
 		return err
 	}

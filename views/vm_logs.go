@@ -162,8 +162,8 @@ type LogsListVM struct {
 }
 
 // FirstPage reports the list's first page (no cursor), the one the live
-// tail switch is shown on.
-func (vm LogsListVM) FirstPage() bool { return vm.NewestURL == "" && len(vm.Errors) == 0 }
+// tail switch is shown on (also above a filter error, so it keeps its state).
+func (vm LogsListVM) FirstPage() bool { return vm.NewestURL == "" }
 
 // LogTailVM is the answer of one live tail poll: the entries that arrived,
 // newest first, and the poll with the new cursor. Gap: more arrived than
