@@ -194,6 +194,7 @@ func (s *Server) routes() *echo.Echo {
 
 	// Request logs (§6.7).
 	dash.GET("/logs", h.logs.List)
+	dash.GET("/logs/rows", h.logs.Rows) // the live tail's poll
 	dash.GET("/logs/:id", h.logs.Show)
 
 	// Audit log of admin actions.
