@@ -154,7 +154,11 @@ type Gateway struct {
 	fixed  atomic.Pointer[Settings]
 	limits func() Limits
 
-	traffic    *Traffic
+	traffic *Traffic
+	// pair admits a dispatch's slot and queue ticket together when the
+	// slot store pairs with the queue store (traffic.DispatchPairer); nil:
+	// one after the other.
+	pair       traffic.DispatchAdmitter
 	tools      *ToolLimits
 	keyLimits  traffic.KeyLimiter
 	keyUse     KeyUsage
@@ -230,6 +234,9 @@ func (g *Gateway) defaults() {
 	if g.traffic.Doc == nil {
 		doc := resilience.DefaultDocument()
 		g.traffic.Doc = func() *resilience.Document { return &doc }
+	}
+	if p, ok := g.traffic.Slots.(traffic.DispatchPairer); ok && g.traffic.Queues != nil {
+		g.pair = p.PairWith(g.traffic.Queues)
 	}
 	if g.tools == nil {
 		g.tools, _ = NewToolLimits(context.Background(), g.clock, nil)
