@@ -405,6 +405,9 @@ func (s *Server) RequestLogStats() requestlog.Stats { return s.logWriter.Stats()
 // Resilience returns the resilience engine (tests, runtime pages).
 func (s *Server) Resilience() *resilience.Engine { return s.resilience }
 
+// Pins returns the session-affinity pins (tests).
+func (s *Server) Pins() *affinity.Pins { return s.pins }
+
 // Events returns this replica's ring of recent resilience events.
 func (s *Server) Events() *events.Ring { return s.events }
 

@@ -256,12 +256,6 @@ func (p *Pins) Count() int {
 // deletes every row.
 var clearAll = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
 
-// Clear deletes every pin, in memory and in the store.
-func (p *Pins) Clear(ctx context.Context) error {
-	_, err := p.ClearAll(ctx)
-	return err
-}
-
 // ClearAll deletes every pin, in memory and in the store, and returns how
 // many were live (Count at that moment): the admin's Clear all pins and
 // DELETE /api/resilience/affinity. Each session's next request is routed

@@ -294,7 +294,7 @@ func TestPinsLifecycle(t *testing.T) {
 		t.Fatalf("%d rows stored, want 1", rows)
 	}
 
-	if err := pins.Clear(ctx); err != nil {
+	if _, err := pins.ClearAll(ctx); err != nil {
 		t.Fatal(err)
 	}
 	lookup(t, pins, third, "")

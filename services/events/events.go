@@ -66,7 +66,7 @@ type Event struct {
 
 // Subject names what the event concerns, with the display names of its
 // provider and connection (the ids when a name is unknown): "OpenAI" for a
-// breaker, "team-1 (OpenAI)" for a connection, "gpt-4o on team-1" for a
+// breaker, "team-1 · OpenAI" for a connection, "gpt-4o on team-1" for a
 // lockout, "lease 17 on team-1", "demo → openai/gpt-4o-mini".
 func (e Event) Subject(providerName, connName string) string {
 	if providerName == "" {
@@ -88,7 +88,7 @@ func (e Event) Subject(providerName, connName string) string {
 	if providerName == "" {
 		return connName
 	}
-	return connName + " (" + providerName + ")"
+	return connName + " · " + providerName
 }
 
 // Recorder receives events. Record must be cheap and never block.

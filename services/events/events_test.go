@@ -102,7 +102,7 @@ func TestSubject(t *testing.T) {
 	}{
 		{events.Event{Type: events.BreakerOpened, Provider: "openai"}, "OpenAI", "", "OpenAI"},
 		{events.Event{Type: events.BreakerClosed, Provider: "openai"}, "", "", "openai"},
-		{events.Event{Type: events.CooldownSet, Provider: "openai", ConnectionID: "c_7"}, "OpenAI", "team-1", "team-1 (OpenAI)"},
+		{events.Event{Type: events.CooldownSet, Provider: "openai", ConnectionID: "c_7"}, "OpenAI", "team-1", "team-1 · OpenAI"},
 		{events.Event{Type: events.TerminalReset, ConnectionID: "c_7"}, "", "", "c_7"},
 		{events.Event{Type: events.LockoutSet, ConnectionID: "c_7", Model: "gpt-4o"}, "OpenAI", "team-1", "gpt-4o on team-1"},
 		{events.Event{Type: events.LeaseEnded, ConnectionID: "c_3", LeaseID: "17"}, "GLM", "glm-1", "lease 17 on glm-1"},
