@@ -89,6 +89,7 @@ func (s *Server) routes() *echo.Echo {
 	api.GET("/resilience/leases", h.trafficAPI.ListLeases)
 	api.DELETE("/resilience/leases/:id", h.trafficAPI.DeleteLease)
 	api.DELETE("/resilience/affinity", h.trafficAPI.ClearAffinity)
+	api.GET("/resilience/events", h.eventsAPI.ListEvents)
 
 	// Request queues and connection slots (§4.2), the traffic summary (§4.3).
 	api.GET("/concurrency", h.trafficAPI.ShowConcurrency)
@@ -220,6 +221,10 @@ func (s *Server) routes() *echo.Echo {
 	dash.POST("/runtime/leases/:id/end", h.runtime.EndLease)
 	dash.GET("/runtime/queues", h.runtime.Queues)
 	dash.GET("/runtime/waiting", h.runtime.WaitingRequests)
+	dash.GET("/runtime/events", h.runtime.RecentEvents)
+	dash.GET("/runtime/affinity", h.runtime.Affinity)
+	dash.GET("/runtime/affinity/confirm-clear", h.runtime.ConfirmClearAffinity)
+	dash.POST("/runtime/affinity/clear", h.runtime.ClearAffinity)
 	dash.GET("/nav/incidents", h.runtime.Incidents) // the incident badge (§2)
 
 	// Settings → Resilience (§6.9).

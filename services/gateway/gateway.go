@@ -14,6 +14,7 @@ import (
 
 	"switchyard/services"
 	"switchyard/services/accounts"
+	"switchyard/services/events"
 	"switchyard/services/leases"
 	"switchyard/services/quota"
 	"switchyard/services/resilience"
@@ -134,6 +135,9 @@ type Deps struct {
 	// Tracing starts the spans of /v1 requests (tracing.go). nil: no
 	// tracing, and nothing of it on the request path.
 	Tracing trace.TracerProvider
+	// Events receives an emergency fallback that answered (the Runtime
+	// page's Recent events). nil: not recorded.
+	Events events.Recorder
 }
 
 // Gateway routes /v1 requests. Every field is set by New and never changes,
@@ -176,6 +180,8 @@ type Gateway struct {
 	prices func(provider, model string) (routing.Price, bool)
 	// tracer starts the request, attempt and wait spans; nil = off.
 	tracer *tracer
+	// events receives the emergency fallbacks that answered; nil = none.
+	events events.Recorder
 
 	// picks is pick's eligibility cache (pick.go).
 	picks pickCache
@@ -201,7 +207,7 @@ func New(ctx context.Context, d Deps) (*Gateway, error) {
 		logs: d.Logs, obs: d.Observer, limits: d.Limits, traffic: d.Traffic, tools: d.ToolLimits,
 		keyLimits: d.KeyLimits, keyUse: d.KeyUsage, strategies: d.Strategies, routeState: d.RouteState,
 		quota: d.Quota, watchdogCfg: d.Watchdog, entrySlots: traffic.NewSlots(nil), prices: priceLookup(d.Prices),
-		tracer: newTracer(d.Tracing)}
+		tracer: newTracer(d.Tracing), events: d.Events}
 	g.defaults()
 	if d.Settings != nil {
 		src := d.Settings

@@ -15,6 +15,7 @@ import (
 	"unsafe"
 
 	"switchyard/services"
+	"switchyard/services/events"
 )
 
 // BreakerState is the state of a provider circuit breaker (20-resilience §2).
@@ -253,6 +254,10 @@ type Breakers struct {
 	// then survive this process's restart (they lapse at probe_until).
 	// Without it Restore gives a HALF_OPEN breaker a fresh allowance.
 	Fleet bool
+
+	// Events receives the transitions this process decides (opened,
+	// half-open, closed, reset by the admin); nil records nothing.
+	Events events.Recorder
 
 	pub   publisher
 	guard storeGuard
@@ -918,16 +923,16 @@ func (r *Breakers) All() []BreakerStatus {
 // resetBreakerLocked sets CLOSED with zero counters and a new generation, so
 // outcomes of requests admitted before the reset are ignored. It reports
 // whether the breaker held any state.
-func resetBreakerLocked(b *breaker) bool {
+func resetBreakerLocked(b *breaker) (had bool, was uint64) {
 	st, gen := b.load()
-	had := st != brkClosed || b.failureCount != 0
+	had = st != brkClosed || b.failureCount != 0
 	b.set(brkClosed, gen+1)
 	b.failureCount, b.openCycleCount, b.halfOpenInFlight, b.pendingLeak = 0, 0, 0, 0
 	b.open.Store(nil) // fewer probes out: no longer busy
 	b.count.Store(0)
 	b.dirty.Store(false)
 	b.openedAt, b.lastFailureAt, b.lastFailureReason, b.probeUntil = time.Time{}, time.Time{}, "", time.Time{}
-	return had
+	return had, st
 }
 
 // Reset sets provider's breaker CLOSED with zero counters and deletes its
@@ -945,7 +950,8 @@ func (r *Breakers) Reset(ctx context.Context, provider string) error {
 	defer b.opMu.Unlock()
 	now := r.clock.Now()
 	b.mu.Lock()
-	if resetBreakerLocked(b) {
+	had, was := resetBreakerLocked(b)
+	if had {
 		r.log.Info("breaker reset", "provider", provider)
 	}
 	snap := r.snapshotLocked(b, now)
@@ -955,6 +961,7 @@ func (r *Breakers) Reset(ctx context.Context, provider string) error {
 		return fmt.Errorf("resilience: reset breaker %s: %w", provider, err)
 	}
 	r.publishRow(ctx, provider, snap, false)
+	r.recordReset(provider, was)
 	return nil
 }
 
@@ -969,10 +976,12 @@ func (r *Breakers) ResetAll(ctx context.Context) (int, error) {
 		reg[name].opMu.Lock()
 	}
 	n := 0
-	for _, name := range names {
+	was := make([]uint64, len(names))
+	for i, name := range names {
 		b := reg[name]
 		b.mu.Lock()
-		if resetBreakerLocked(b) {
+		var had bool
+		if had, was[i] = resetBreakerLocked(b); had {
 			n++
 		}
 		b.mu.Unlock()
@@ -993,7 +1002,17 @@ func (r *Breakers) ResetAll(ctx context.Context) (int, error) {
 	// The other replicas reload: rows they hold and this one does not are
 	// gone too.
 	r.pub.publish(ctx, services.Change{Kind: services.ChangeBreaker})
+	for i, name := range names {
+		r.recordReset(name, was[i])
+	}
 	return n, nil
+}
+
+// recordReset records the admin closing a breaker that was not closed.
+func (r *Breakers) recordReset(provider string, was uint64) {
+	if r.Events != nil && was != brkClosed {
+		r.Events.Record(events.Event{Type: events.BreakerClosed, Provider: provider, Cause: events.CauseAdmin})
+	}
 }
 
 // Restore loads the stored breakers into memory. Call it once before
@@ -1412,7 +1431,11 @@ func decodeBreaker(payload string) (s BreakerSnapshot, found, ok bool) {
 	return s, true, true
 }
 
+// logTransition logs and records a transition this process decided (every
+// decided transition comes through here; mirrors following another
+// replica's decision do not).
 func (r *Breakers) logTransition(provider string, from, to uint64, s BreakerSnapshot) {
+	r.recordTransition(provider, from, to, s.LastFailureReason)
 	args := []any{"provider", provider, "from", breakerStateName(from), "to", breakerStateName(to),
 		"failureCount", s.FailureCount, "openCycleCount", s.OpenCycleCount}
 	if to == brkOpen {
@@ -1420,6 +1443,32 @@ func (r *Breakers) logTransition(provider string, from, to uint64, s BreakerSnap
 		return
 	}
 	r.log.Info("breaker state changed", args...)
+}
+
+// recordTransition records an opened, half-open or closed breaker; a move
+// into DEGRADED is not an event (the breaker still lets everything through).
+func (r *Breakers) recordTransition(provider string, from, to uint64, reason string) {
+	if r.Events == nil {
+		return
+	}
+	e := events.Event{Provider: provider}
+	switch to {
+	case brkOpen:
+		e.Type, e.Cause = events.BreakerOpened, reason
+		if from == brkHalfOpen {
+			e.Cause = cmp.Or(reason, events.CauseProbeFailed)
+		}
+	case brkHalfOpen:
+		e.Type, e.Cause = events.BreakerHalfOpen, events.CauseResetTimeout
+	case brkClosed:
+		e.Type, e.Cause = events.BreakerClosed, events.CauseFailuresDecayed
+		if from == brkHalfOpen {
+			e.Cause = events.CauseProbeSucceeded
+		}
+	default:
+		return
+	}
+	r.Events.Record(e)
 }
 
 // durationCeilMs rounds a positive duration up to whole milliseconds, so a running

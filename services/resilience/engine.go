@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"switchyard/services"
+	"switchyard/services/events"
 )
 
 // Engine applies the resilience mechanisms in the order of 20-resilience
@@ -43,6 +44,13 @@ func (e *Engine) storeError(mechanism string, err error) {
 func NewEngine(clock services.Clock, cls *Classifier, br *Breakers, gate WindowGateStore, cd *Cooldowns, lo *Lockouts,
 	doc func() *Document, egress func() EgressLockConfig) *Engine {
 	return &Engine{clock: clock, Classifier: cls, Breakers: br, Gate: gate, Cooldowns: cd, Lockouts: lo, doc: doc, egress: egress}
+}
+
+// SetEvents gives the breakers, cooldowns and lockouts the recorder of
+// the transitions they decide (Runtime page, Recent events). Call it before
+// serving; nil records nothing.
+func (e *Engine) SetEvents(r events.Recorder) {
+	e.Breakers.Events, e.Cooldowns.Events, e.Lockouts.Events = r, r, r
 }
 
 // ConnRef is what the engine needs to know of a connection.

@@ -304,7 +304,7 @@ func (l *Lockouts) onChange(ctx context.Context, ch services.Change) error {
 			return l.Resync(ctx)
 		}
 		l.writers.Lock()
-		l.clearFilter(filter)
+		l.clearFilter(filter, nil)
 		l.writers.Unlock()
 		return nil
 	}
