@@ -661,15 +661,15 @@ func (r *Breakers) flushLeak(ctx context.Context, b *breaker, now time.Time) err
 // Outcomes of an older generation are ignored. A counted failure is added
 // to the store's count at once, and the transition it causes is decided on
 // the count the store returns.
-func (r *Breakers) Failure(provider string, profile Profile, gen uint64, probe, counted, newEpisode bool, reason string) {
+func (r *Breakers) Failure(provider string, profile Profile, gen uint64, probe, counted, newEpisode bool, reason string) (opened bool) {
 	if !counted {
 		if probe {
 			r.ReleaseProbe(provider, gen)
 		}
-		return
+		return false
 	}
 	if !probe && !newEpisode {
-		return
+		return false
 	}
 	b := r.getOrCreate(provider, profile)
 	b.opMu.Lock()
@@ -684,7 +684,7 @@ func (r *Breakers) Failure(provider string, profile Profile, gen uint64, probe, 
 	st, cur := b.load()
 	if cur != gen {
 		b.mu.Unlock()
-		return
+		return false
 	}
 	switch {
 	case probe && st == brkHalfOpen:
@@ -697,23 +697,26 @@ func (r *Breakers) Failure(provider string, profile Profile, gen uint64, probe, 
 		b.mu.Unlock()
 		if r.cas(ctx, b, cur, n, next, now) {
 			r.logTransition(provider, brkHalfOpen, brkOpen, next)
+			return true
 		}
+		return false
 	case !probe && (st == brkClosed || st == brkDegraded):
 		snap := r.snapshotLocked(b, now)
 		snap.LastFailureAt, snap.LastFailureReason = now, reason
 		b.mu.Unlock()
-		r.countFailure(ctx, b, snap, p, now)
+		return r.countFailure(ctx, b, snap, p, now)
 	default:
 		b.mu.Unlock()
 	}
+	return false
 }
 
 // countFailure adds one counted failure in the store and writes the
-// transition the returned count calls for. Called with opMu held.
-func (r *Breakers) countFailure(ctx context.Context, b *breaker, snap BreakerSnapshot, p BreakerProfile, now time.Time) {
+// transition the returned count calls for, and reports whether this
+// replica opened the breaker. Called with opMu held.
+func (r *Breakers) countFailure(ctx context.Context, b *breaker, snap BreakerSnapshot, p BreakerProfile, now time.Time) (opened bool) {
 	if r.guard.down(now) {
-		r.localFailure(b, snap, p, now)
-		return
+		return r.localFailure(b, snap, p, now)
 	}
 	// The transition is decided on the store's count: give it this
 	// replica's batched leak first.
@@ -729,25 +732,24 @@ func (r *Breakers) countFailure(ctx context.Context, b *breaker, snap BreakerSna
 	if err != nil {
 		r.guard.trip(now)
 		r.log.Warn("breaker failure kept in memory: store unavailable", "provider", b.name, "err", err)
-		r.localFailure(b, snap, p, now)
-		return
+		return r.localFailure(b, snap, p, now)
 	}
 	r.guard.reset()
 	b.mu.Lock()
 	r.followLocked(b, row, true)
 	b.mu.Unlock()
 	if !counted {
-		return // the fleet moved to another generation: this outcome is stale
+		return false // the fleet moved to another generation: this outcome is stale
 	}
 	for range casAttempts {
 		next, from, to, ok := failureTransition(row, p, now)
 		if !ok {
 			r.publishRow(ctx, b.name, row, true)
-			return
+			return false
 		}
 		if r.cas(ctx, b, row.Generation, row.FailureCount, next, now) {
 			r.logTransition(b.name, from, to, next)
-			return
+			return to == brkOpen
 		}
 		// The row moved (another replica counted or transitioned): decide
 		// again on what it holds now.
@@ -756,9 +758,10 @@ func (r *Breakers) countFailure(ctx context.Context, b *breaker, snap BreakerSna
 		row = r.snapshotLocked(b, now)
 		b.mu.Unlock()
 		if (st != brkClosed && st != brkDegraded) || gen != snap.Generation {
-			return
+			return false
 		}
 	}
+	return false
 }
 
 // failureTransition is the transition a CLOSED or DEGRADED row with the
@@ -782,13 +785,14 @@ func failureTransition(row BreakerSnapshot, p BreakerProfile, now time.Time) (ne
 }
 
 // localFailure is a counted failure decided in memory alone (the store is
-// unreachable): the single-process rules, reconciled later.
-func (r *Breakers) localFailure(b *breaker, snap BreakerSnapshot, p BreakerProfile, now time.Time) {
+// unreachable): the single-process rules, reconciled later. It reports
+// whether it opened the breaker.
+func (r *Breakers) localFailure(b *breaker, snap BreakerSnapshot, p BreakerProfile, now time.Time) (opened bool) {
 	b.mu.Lock()
 	st, cur := b.load()
 	if cur != snap.Generation || st != brkClosed && st != brkDegraded {
 		b.mu.Unlock()
-		return
+		return false
 	}
 	b.failureCount++
 	b.count.Store(int64(b.failureCount))
@@ -802,6 +806,7 @@ func (r *Breakers) localFailure(b *breaker, snap BreakerSnapshot, p BreakerProfi
 	if ok {
 		r.logTransition(b.name, from, to, next)
 	}
+	return ok && to == brkOpen
 }
 
 // ReleaseProbe frees the probe slot of a request admitted as probe at
