@@ -251,6 +251,7 @@ func apiRoutes(f fixture) []apiRoute {
 		{"GET", "/api/resilience/leases", "", "", 200},
 		{"DELETE", "/api/resilience/leases/:id", "no-such-lease", "", 404},
 		{"DELETE", "/api/resilience/affinity", "", "", 200},
+		{"GET", "/api/resilience/events", "", "", 200},
 		{"POST", "/api/concurrency/reset", "", `{"target":"all"}`, 200},
 		{"POST", "/api/resilience/cooldowns", "", `{"all":true}`, 200},
 		{"DELETE", "/api/connections/:id", f.conn2, "", 204},

@@ -85,7 +85,7 @@ func (s *Server) wireGateway(ctx context.Context, seed uint64) error {
 				MinUsefulBytes: w.MinUsefulBytes}, sr.EarlyRetryMax
 		},
 		KeyLimits: s.keyLimiter, KeyUsage: s.keys, Prices: s.prices,
-		Tracing: s.tracing.TracerProvider(),
+		Tracing: s.tracing.TracerProvider(), Events: s.events,
 	})
 	return err
 }

@@ -18,6 +18,7 @@ type handlerSet struct {
 	combosAPI      *handlers.CombosAPI
 	keysAPI        *handlers.KeysAPI
 	resilienceAPI  *handlers.ResilienceAPI
+	eventsAPI      *handlers.EventsAPI
 	trafficAPI     *handlers.TrafficAPI
 	settingsAPI    *handlers.SettingsAPI
 	logsAPI        *handlers.LogsAPI
@@ -59,6 +60,7 @@ func (s *Server) newHandlers() *handlerSet {
 		combosAPI:      &handlers.CombosAPI{API: api, Combos: s.combos, Tester: s.gateway, Explainer: s.gateway},
 		keysAPI:        &handlers.KeysAPI{API: api, Keys: s.keys},
 		resilienceAPI:  &handlers.ResilienceAPI{API: api, Status: s.status, Engine: s.resilience, Catalogue: s.conns},
+		eventsAPI:      &handlers.EventsAPI{API: api, Status: s.status, Catalogue: s.conns, Events: s.events},
 		trafficAPI: &handlers.TrafficAPI{API: api, Status: s.status, Queues: s.rateStore, Slots: s.slotStore, Leases: s.leases,
 			Keys: s.keys, Pins: s.pins, Waiting: s.waiting},
 		settingsAPI: &handlers.SettingsAPI{API: api, Resilience: s.settingDocs.Resilience.Document(), General: s.settingDocs.General,
@@ -83,7 +85,8 @@ func (s *Server) newHandlers() *handlerSet {
 			Gates: s.resilience, Dispatch: s.gateway, Tester: s.gateway, Explainer: s.gateway, Clock: s.clock},
 		keys: &handlers.Keys{Layout: layout, Keys: s.keys, Combos: s.combos, Conns: s.conns, Clock: s.clock},
 		runtime: &handlers.Runtime{Layout: layout, Status: s.status, Engine: s.resilience, Catalogue: s.conns,
-			LeaseAdmin: s.leases, QueueStats: s.rateStore, SlotStats: s.slotStore, Waiting: s.waiting, Keys: s.keys, Clock: s.clock},
+			LeaseAdmin: s.leases, QueueStats: s.rateStore, SlotStats: s.slotStore, Waiting: s.waiting, Keys: s.keys, Clock: s.clock,
+			Events: s.events, PerReplica: s.cfg.Shared(), Pins: s.pins},
 		healthPage: &handlers.Health{Layout: layout, Reports: s, Clock: s.clock},
 		resilience: &handlers.ResilienceSettings{Layout: layout, Settings: s.settingsSvc.Document(), Lockouts: s.resilience, Catalogue: s.conns,
 			Audit: s.auditStore, Clock: s.clock},

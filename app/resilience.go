@@ -48,6 +48,9 @@ func (s *Server) wireResilience(ctx context.Context) error {
 		s.redis.shareWindowGate(gate)
 	}
 	s.resilience = resilience.NewEngine(s.clock, classifier, breakers, gate, cooldowns, lockouts, svc.Resilience, svc.EgressLockConfig)
+	// The transitions this replica decides from now on go to the Runtime
+	// page's Recent events (restored state is not an event).
+	s.resilience.SetEvents(s.events)
 	// Decisions go through the store's compare-and-set and out on the change
 	// feed in both modes; in a fleet the feed brings the other replicas'
 	// decisions to these mirrors, and probes held by other replicas survive

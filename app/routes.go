@@ -106,6 +106,7 @@ func (s *Server) apiRoutes(e *echo.Echo, h *handlerSet) {
 	api.GET("/resilience/leases", h.trafficAPI.ListLeases)
 	api.DELETE("/resilience/leases/:id", h.trafficAPI.DeleteLease)
 	api.DELETE("/resilience/affinity", h.trafficAPI.ClearAffinity)
+	api.GET("/resilience/events", h.eventsAPI.List)
 
 	// Request queues and connection slots (§4.2), the traffic summary (§4.3).
 	api.GET("/concurrency", h.trafficAPI.ShowConcurrency)
@@ -216,6 +217,7 @@ func (s *Server) dashboardRoutes(e *echo.Echo, h *handlerSet) *echo.Group {
 
 	// Request logs (§6.7).
 	dash.GET("/logs", h.logs.List)
+	dash.GET("/logs/rows", h.logs.Rows) // the live tail's poll
 	dash.GET("/logs/:id", h.logs.Show)
 
 	// Audit log of admin actions.
@@ -246,6 +248,10 @@ func runtimeRoutes(dash *echo.Group, h *handlerSet) {
 	dash.POST("/runtime/leases/:id/end", h.runtime.EndLease)
 	dash.GET("/runtime/queues", h.runtime.Queues)
 	dash.GET("/runtime/waiting", h.runtime.WaitingRequests)
+	dash.GET("/runtime/events", h.runtime.RecentEvents)
+	dash.GET("/runtime/affinity", h.runtime.Affinity)
+	dash.GET("/runtime/affinity/confirm-clear", h.runtime.ConfirmClearAffinity)
+	dash.POST("/runtime/affinity/clear", h.runtime.ClearAffinity)
 	dash.GET("/nav/incidents", h.runtime.Incidents) // the incident badge (§2)
 }
 

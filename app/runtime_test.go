@@ -108,7 +108,7 @@ func TestRuntimePagesRenderFreshInstall(t *testing.T) {
 	d := newDashClient(t)
 	full, frag := d.page("/runtime", views.RuntimePageID, views.RuntimeSummaryID, views.BreakersPanelID, views.CooldownsPanelID,
 		views.ModelCooldownsCardID, views.LeasesPanelID, views.QueuesPanelID, views.BreakersConfirmID, views.CooldownsConfirmID,
-		views.ModelCooldownsConfID)
+		views.ModelCooldownsConfID, views.EventsPanelID, views.EventsEmptyID, views.AffinityLineID, views.AffinityConfirmID)
 	if got := full.Find("title").Text(); got != "Runtime · Switchyard" {
 		t.Errorf("title %q", got)
 	}
@@ -161,7 +161,8 @@ func TestRuntimePagesRenderFreshInstall(t *testing.T) {
 		"/runtime/breakers/confirm-reset": views.ConfirmPanelID, "/runtime/cooldowns/confirm-clear": views.ConfirmPanelID,
 		"/runtime/model-cooldowns/confirm-clear": views.ConfirmPanelID, "/nav/incidents": views.IncidentBadgeID,
 		"/runtime/leases": views.LeasesPanelID, "/runtime/queues": views.QueuesPanelID,
-		"/health/panel": views.HealthPanelID,
+		"/runtime/events": views.EventsPanelID, "/runtime/affinity": views.AffinityLineID,
+		"/runtime/affinity/confirm-clear": views.ConfirmPanelID, "/health/panel": views.HealthPanelID,
 	} {
 		full, frag := d.page(path, id)
 		if frag.Find(dashTID(views.RuntimePageID)+", "+dashTID(views.HealthPageID)).Length() != 0 {
@@ -712,24 +713,28 @@ func rtState(t *testing.T, a *testkit.App) string {
 		t.Fatal(err)
 	}
 	states := map[string]services.ConnectionState{}
-	for _, c := range conns {
+	for i, c := range conns {
 		states[c.ID] = eng.Cooldowns.State(c.ID)
+		// The last-used time is written in the background after a dispatch,
+		// whenever its batch lands: usage, not state an action changes.
+		conns[i].LastUsedAt = nil
 	}
-	b, _ := json.Marshal([]any{eng.Breakers.All(), eng.Lockouts.List(resilience.LockFilter{}), eng.Gate.Entries(), states, conns})
+	b, _ := json.Marshal([]any{eng.Breakers.All(), eng.Lockouts.List(resilience.LockFilter{}), eng.Gate.Entries(), states, conns,
+		a.Server.Pins().Count()})
 	return string(b)
 }
 
 // rtMutations are the POST routes of this file; {a} and {b} stand for connection ids.
 var rtMutations = []string{
 	"/runtime/breakers/fake/reset", "/runtime/breakers/reset", "/runtime/window-gate/clear", "/runtime/cooldowns/clear",
-	"/runtime/model-cooldowns/re-enable", "/runtime/model-cooldowns/clear", "/runtime/leases/1/end",
+	"/runtime/model-cooldowns/re-enable", "/runtime/model-cooldowns/clear", "/runtime/leases/1/end", "/runtime/affinity/clear",
 	"/connections/{a}/clear-cooldown", "/connections/{a}/reset", "/connections/{b}/reset",
 }
 
 var rtReads = []string{
 	"/runtime", "/runtime/summary", "/runtime/breakers", "/runtime/breakers/confirm-reset", "/runtime/cooldowns",
 	"/runtime/cooldowns/confirm-clear", "/runtime/model-cooldowns", "/runtime/model-cooldowns/confirm-clear",
-	"/runtime/leases", "/runtime/queues",
+	"/runtime/leases", "/runtime/queues", "/runtime/events", "/runtime/affinity", "/runtime/affinity/confirm-clear",
 	"/connections/statuses", "/connections/{a}/confirm-reset", "/nav/incidents", "/health", "/health/panel",
 }
 

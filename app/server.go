@@ -20,6 +20,7 @@ import (
 	"switchyard/models"
 	"switchyard/services"
 	"switchyard/services/affinity"
+	"switchyard/services/events"
 	"switchyard/services/gateway"
 	"switchyard/services/leases"
 	"switchyard/services/quota"
@@ -111,6 +112,9 @@ type Server struct {
 	demo       *demoEnv
 	// tracing exports OpenTelemetry traces; nil when off (app/tracing.go).
 	tracing *tracing.Provider
+	// events are this replica's last resilience events (Runtime page,
+	// GET /api/resilience/events).
+	events *events.Ring
 }
 
 // Build opens the store, wires services and registers routes. The caller
@@ -160,6 +164,7 @@ func (s *Server) wire(ctx context.Context, opts Options) error {
 	if err := s.wireSettings(ctx); err != nil {
 		return err
 	}
+	s.events = events.NewRing(s.clock)
 	if err := s.wireResilience(ctx); err != nil {
 		return err
 	}
@@ -436,6 +441,12 @@ func (s *Server) RequestLogStats() requestlog.Stats { return s.logWriter.Stats()
 
 // Resilience returns the resilience engine (tests, runtime pages).
 func (s *Server) Resilience() *resilience.Engine { return s.resilience }
+
+// Pins returns the session-affinity pins (tests).
+func (s *Server) Pins() *affinity.Pins { return s.pins }
+
+// Events returns this replica's ring of recent resilience events.
+func (s *Server) Events() *events.Ring { return s.events }
 
 // Slots returns the connection slots (tests, runtime pages).
 func (s *Server) Slots() *traffic.Slots { return s.slots }

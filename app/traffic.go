@@ -51,6 +51,7 @@ func (s *Server) wireTraffic(ctx context.Context) error {
 		return err
 	}
 	s.leases = leases.New(models.NewLeaseStore(s.db), s.clock)
+	s.leases.Events = s.events
 	if err := s.leases.Load(ctx); err != nil {
 		return err
 	}

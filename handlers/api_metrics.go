@@ -67,24 +67,43 @@ type costJSON struct {
 }
 
 type summaryJSON struct {
-	Window            string              `json:"window"`
-	Since             string              `json:"since"`
-	SinceStart        bool                `json:"sinceStart"`
-	Requests          int                 `json:"requests"`
-	Succeeded         int                 `json:"succeeded"`
-	Failed            int                 `json:"failed"`
-	Aborted           int                 `json:"aborted"`
-	SuccessRate       *float64            `json:"successRate"`
-	Failovers         int                 `json:"failovers"`
-	LatencyP50Ms      *int64              `json:"latencyP50Ms"`
-	LatencyP95Ms      *int64              `json:"latencyP95Ms"`
-	TTFBP50Ms         *int64              `json:"ttfbP50Ms"`
-	TTFBP95Ms         *int64              `json:"ttfbP95Ms"`
+	Window       string   `json:"window"`
+	Since        string   `json:"since"`
+	SinceStart   bool     `json:"sinceStart"`
+	Requests     int      `json:"requests"`
+	Succeeded    int      `json:"succeeded"`
+	Failed       int      `json:"failed"`
+	Aborted      int      `json:"aborted"`
+	SuccessRate  *float64 `json:"successRate"`
+	Failovers    int      `json:"failovers"`
+	LatencyP50Ms *int64   `json:"latencyP50Ms"`
+	LatencyP95Ms *int64   `json:"latencyP95Ms"`
+	TTFBP50Ms    *int64   `json:"ttfbP50Ms"`
+	TTFBP95Ms    *int64   `json:"ttfbP95Ms"`
+	// The p95s against the upstreams' own (stats.Judgement); null until a
+	// request with an attempt timeline is in the window.
+	LatencyVsUpstream *judgementJSON      `json:"latencyVsUpstream"`
+	TTFBVsUpstream    *judgementJSON      `json:"ttfbVsUpstream"`
 	TokensIn          int64               `json:"tokensIn"`
 	TokensOut         int64               `json:"tokensOut"`
 	PerMinute         []summaryPointJSON  `json:"perMinute"`
 	TopFailingTargets []failingTargetJSON `json:"topFailingTargets"`
 	EstimatedCost     costJSON            `json:"estimatedCost"`
+}
+
+// judgementJSON is a p95 against the upstreams' own: their p95, the share of
+// the time spent waiting (0–1) and whether the p95 is far above theirs.
+type judgementJSON struct {
+	UpstreamP95Ms int64   `json:"upstreamP95Ms"`
+	WaitShare     float64 `json:"waitShare"`
+	Flagged       bool    `json:"flagged"`
+}
+
+func presentJudgement(j stats.Judgement) *judgementJSON {
+	if j.Upstream.Count == 0 {
+		return nil
+	}
+	return &judgementJSON{UpstreamP95Ms: j.Upstream.P95, WaitShare: j.WaitShare, Flagged: j.Flagged}
 }
 
 func presentSummary(s stats.Summary, names map[string]string) summaryJSON {
@@ -101,6 +120,7 @@ func presentSummary(s stats.Summary, names map[string]string) summaryJSON {
 	if s.TTFB.Count > 0 {
 		out.TTFBP50Ms, out.TTFBP95Ms = &s.TTFB.P50, &s.TTFB.P95
 	}
+	out.LatencyVsUpstream, out.TTFBVsUpstream = presentJudgement(s.LatencyJudgement), presentJudgement(s.TTFBJudgement)
 	for i, p := range s.PerMinute {
 		out.PerMinute[i] = summaryPointJSON{T: apiInstant(p.T), OK: p.OK, Failed: p.Failed, Aborted: p.Aborted}
 	}

@@ -52,7 +52,8 @@ type SlotAdmin interface {
 // PinAdmin counts and clears the session-affinity pins (services/affinity.Pins).
 type PinAdmin interface {
 	Count() int
-	Clear(ctx context.Context) error
+	// ClearAll drops every pin and returns how many were live.
+	ClearAll(ctx context.Context) (int, error)
 }
 
 type slotJSON struct {
@@ -179,8 +180,8 @@ func (h *TrafficAPI) DeleteLease(c echo.Context) error {
 
 // ClearAffinity answers DELETE /api/resilience/affinity: every pin dropped.
 func (h *TrafficAPI) ClearAffinity(c echo.Context) error {
-	n := h.Pins.Count()
-	if err := h.Pins.Clear(c.Request().Context()); err != nil {
+	n, err := h.Pins.ClearAll(c.Request().Context())
+	if err != nil {
 		return err
 	}
 	h.audit(c, "affinity.clear")

@@ -80,7 +80,8 @@ func timeRange(custom bool, rng, since, until string, now time.Time, errs views.
 func logFilters(v url.Values, now time.Time) (views.LogFiltersVM, services.RequestLogQuery, views.FieldErrors) {
 	f := views.LogFiltersVM{Range: v.Get("range"), Since: strings.TrimSpace(v.Get("since")), Until: strings.TrimSpace(v.Get("until")),
 		Outcome: v.Get("outcome"), Model: strings.TrimSpace(v.Get("model")), Provider: strings.TrimSpace(v.Get("provider")),
-		Connection: v.Get("connectionId"), Key: v.Get("keyId"), Stream: v.Get("stream"), RequestID: strings.TrimSpace(v.Get("requestId"))}
+		Connection: v.Get("connectionId"), Key: v.Get("keyId"), Stream: v.Get("stream"), RequestID: strings.TrimSpace(v.Get("requestId")),
+		Tail: v.Get(views.LogTailParam) == "on"}
 	q := services.RequestLogQuery{Outcome: f.Outcome, Model: f.Model, Provider: f.Provider, ConnectionID: f.Connection,
 		KeyID: f.Key, RequestID: f.RequestID, Cursor: v.Get("cursor")}
 	errs := views.FieldErrors{}
@@ -145,9 +146,10 @@ func (h *Logs) logNames(ctx context.Context, f *views.LogFiltersVM) (map[string]
 	return names, nil
 }
 
-// logsList loads one page of the list for the filters.
+// logsList loads one page of the list for the filters. On the first page
+// with the live tail on, it polls for what is newer than the newest row.
 func (h *Logs) logsList(ctx context.Context, f views.LogFiltersVM, q services.RequestLogQuery, names map[string]string) (views.LogsListVM, error) {
-	list := views.LogsListVM{Filtered: f.Active()}
+	list := views.LogsListVM{Filtered: f.Active(), Tail: f.Tail}
 	page, err := h.Logs.ListRequestLogs(ctx, q)
 	if verr, ok := validation(err); ok {
 		list.Errors = logErrors(verr.Fields)
@@ -167,7 +169,18 @@ func (h *Logs) logsList(ctx context.Context, f views.LogFiltersVM, q services.Re
 	if page.NextCursor != "" {
 		list.OlderURL = logsURL(base, page.NextCursor)
 	}
+	if f.Tail && q.Cursor == "" {
+		list.TailURL = f.TailRowsURL(newestCursor(page.Items))
+	}
 	return list, nil
+}
+
+// newestCursor is the position of the first (newest) entry, "" when none.
+func newestCursor(items []services.RequestLogEntry) string {
+	if len(items) == 0 {
+		return ""
+	}
+	return services.RequestLogCursor{CreatedAt: items[0].CreatedAt, ID: items[0].ID}.String()
 }
 
 func logsURL(q url.Values, cursor string) string {
@@ -198,7 +211,7 @@ func (h *Logs) logsPage(c echo.Context, detail *views.LogDetailVM, fragment temp
 	}
 	var list views.LogsListVM
 	if len(errs) > 0 {
-		list = views.LogsListVM{Filtered: true, Errors: errs}
+		list = views.LogsListVM{Filtered: true, Errors: errs, Tail: f.Tail}
 	} else if list, err = h.logsList(ctx, f, q, names); err != nil {
 		return err
 	}
@@ -219,6 +232,58 @@ func (h *Logs) logsPage(c echo.Context, detail *views.LogDetailVM, fragment temp
 
 // List lists requests, newest first, filtered by the query.
 func (h *Logs) List(c echo.Context) error { return h.logsPage(c, nil, nil) }
+
+// Rows answers the live tail's poll, GET /logs/rows?after=<cursor>&<the
+// page's filters>: the entries newer than the cursor that match the
+// filters, newest first, as rows to prepend, led by the poll again with the
+// newest of them as its cursor (so each poll starts where the last one's
+// rows end: no entry twice, none skipped). At most a page (50) per poll;
+// when more arrived, the newest 50 come with a row saying the older ones
+// are left out. Nothing new is 204, which htmx leaves in place. Without
+// after (the list was empty) the first arrivals come as the whole table.
+//
+// Entries are ordered by when the request was received and written when it
+// ends (in batches, about a second later): a request that ends after a
+// newer one was shown (a long stream) is not prepended; the list shows it in
+// its place when reloaded.
+func (h *Logs) Rows(c echo.Context) error {
+	ctx := c.Request().Context()
+	v := c.QueryParams()
+	f, q, errs := logFilters(v, h.Clock.Now())
+	if len(errs) > 0 {
+		return &services.ValidationError{Fields: errs}
+	}
+	f.Tail = true
+	q.Cursor, q.After = "", v.Get("after")
+	names, err := h.logNames(ctx, nil)
+	if err != nil {
+		return err
+	}
+	page, err := h.Logs.ListRequestLogs(ctx, q)
+	if err != nil {
+		return err
+	}
+	if len(page.Items) == 0 {
+		c.Response().Header().Add("Vary", "HX-Request")
+		c.Response().Header().Set("Cache-Control", "no-store")
+		return c.NoContent(http.StatusNoContent)
+	}
+	now := h.Clock.Now()
+	rows := make([]views.LogRowVM, 0, len(page.Items))
+	for _, e := range page.Items {
+		rows = append(rows, views.NewLogRowVM(e, names, now))
+	}
+	poll := f.TailRowsURL(newestCursor(page.Items))
+	if q.After == "" {
+		list := views.LogsListVM{Rows: rows, Filtered: f.Active(), Tail: true, TailURL: poll}
+		if page.NextCursor != "" {
+			list.OlderURL = logsURL(f.Query(), page.NextCursor)
+		}
+		return render(c, http.StatusOK, views.LogsTable(list), nil)
+	}
+	vm := views.LogTailVM{Rows: rows, PollURL: poll, Gap: page.NextCursor != "", ListURL: logsURL(f.Query(), "")}
+	return render(c, http.StatusOK, views.LogTailRows(vm), nil)
+}
 
 // Show shows one request: the drawer for htmx, else the list page
 // with the drawer open.

@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"switchyard/services"
+	"switchyard/services/events"
 	"switchyard/services/human"
 	"switchyard/services/leases"
 	"switchyard/services/resilience"
@@ -52,6 +53,19 @@ type SlotStats interface {
 	Stats() []traffic.SlotStats
 }
 
+// EventReader lists the recent resilience events, newest first
+// (services/events.Ring).
+type EventReader interface {
+	Snapshot() []events.Event
+}
+
+// AffinityAdmin counts and clears the session-affinity pins and says
+// whether affinity is on (services/affinity.Pins).
+type AffinityAdmin interface {
+	PinAdmin
+	On() bool
+}
+
 // Runtime serves the Runtime page and the incident badge.
 type Runtime struct {
 	Layout
@@ -66,6 +80,12 @@ type Runtime struct {
 	Waiting WaitingReader
 	Keys    KeyReader
 	Clock   services.Clock
+	// Events are the recent resilience events (nil: the panel stays
+	// empty); PerReplica says the list is this replica's own (shared mode).
+	Events     EventReader
+	PerReplica bool
+	// Pins are the session-affinity pins (nil: the line says none).
+	Pins AffinityAdmin
 }
 
 func summaryVM(snap *resilience.Snapshot) views.RuntimeSummaryVM {
@@ -194,7 +214,7 @@ func (h *Runtime) pageVM(ctx context.Context) (views.RuntimePageVM, error) {
 	snap := h.Status.Snapshot()
 	vm := views.RuntimePageVM{Summary: summaryVM(&snap), Breakers: breakersPanelVM(&snap, h.Catalogue),
 		Cooldowns: cooldownsPanelVM(snap, h.Catalogue), Models: modelCooldownsVM(&snap, h.Catalogue), Queues: h.queuesPanel(&snap),
-		Waiting: h.waitingPanel(&snap)}
+		Waiting: h.waitingPanel(&snap), Events: h.eventsPanel(&snap), Affinity: h.affinityLine()}
 	var err error
 	vm.Leases, err = h.leasesPanel(ctx, &snap)
 	return vm, err
@@ -277,6 +297,68 @@ func (h *Runtime) waitingPanel(snap *resilience.Snapshot) views.WaitingPanelVM {
 func (h *Runtime) WaitingRequests(c echo.Context) error {
 	snap := h.Status.Snapshot()
 	return h.parts(c, views.WaitingPanel(h.waitingPanel(&snap)), nil)
+}
+
+// eventsPanel lists the recent events with the display names the snapshot
+// knows now (an event keeps ids only).
+func (h *Runtime) eventsPanel(snap *resilience.Snapshot) views.EventsPanelVM {
+	if h.Events == nil {
+		return views.NewEventsPanelVM(nil, views.EventNames{}, h.PerReplica, snap.At)
+	}
+	return views.NewEventsPanelVM(h.Events.Snapshot(), eventNames(snap, h.Catalogue), h.PerReplica, snap.At)
+}
+
+// eventNames are the provider and connection names events are shown with.
+func eventNames(snap *resilience.Snapshot, cat Catalogue) views.EventNames {
+	of := make(map[string]string, len(snap.Connections))
+	for _, st := range snap.Connections {
+		of[st.Conn.ID] = st.Conn.Provider
+	}
+	return views.EventNames{Providers: providerNames(cat), Connections: snap.Names(), ProviderOf: of}
+}
+
+// RecentEvents is the polled Recent events panel.
+func (h *Runtime) RecentEvents(c echo.Context) error {
+	snap := h.Status.Snapshot()
+	return h.parts(c, views.EventsPanel(h.eventsPanel(&snap)), nil)
+}
+
+// affinityLine is the Session affinity line: the live pins (an in-memory
+// count in both modes: a fleet's pins are mirrored from the database).
+func (h *Runtime) affinityLine() views.AffinityLineVM {
+	if h.Pins == nil {
+		return views.AffinityLineVM{}
+	}
+	return views.AffinityLineVM{On: h.Pins.On(), Pins: h.Pins.Count()}
+}
+
+// Affinity is the polled Session affinity line.
+func (h *Runtime) Affinity(c echo.Context) error {
+	return h.parts(c, views.AffinityLine(h.affinityLine()), nil)
+}
+
+// ConfirmClearAffinity asks before dropping every session pin.
+func (h *Runtime) ConfirmClearAffinity(c echo.Context) error {
+	cf := views.AffinityConfirm(h.affinityLine().Pins)
+	return h.parts(c, views.ConfirmBox(*cf), func(vm *views.RuntimePageVM) { vm.Affinity.Confirm = cf })
+}
+
+// ClearAffinity drops every session pin (Affinity.ClearAll; twin DELETE
+// /api/resilience/affinity) and answers with the line, its confirmation
+// slot emptied.
+func (h *Runtime) ClearAffinity(c echo.Context) error {
+	if h.Pins == nil {
+		return services.ErrNotFound
+	}
+	n, err := h.Pins.ClearAll(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	trigger(c, views.EventResilienceChanged, nil)
+	toast(c, "success", "Cleared "+human.Plural(n, "session pin", "session pins")+".")
+	return afterMutation(c, runtimeHref, func() error {
+		return renderPanel(c, views.AffinityLine(h.affinityLine()), views.AffinityConfirmID)
+	})
 }
 
 // renderBreakersPanel answers an action of the breakers panel; slot, when

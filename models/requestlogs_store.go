@@ -260,25 +260,34 @@ func (s *RequestLogStore) ListRequestLogs(ctx context.Context, q services.Reques
 		tx = tx.Where("(id = ? OR client_request_id = ?)", s.text(q.RequestID), s.text(q.RequestID))
 	}
 	var rows []RequestLogRow
-	if err := keysetPage(tx, q.Cursor, q.Limit, &rows); err != nil {
+	if err := keysetPage(tx, q.Cursor, q.After, q.Limit, &rows); err != nil {
 		return services.RequestLogPage{}, translate(err, "list request logs")
 	}
 	items, next := pageOf(rows, q.Limit, RequestLogRow.domain, func(e services.RequestLogEntry) (time.Time, string) { return e.CreatedAt, e.ID })
 	return services.RequestLogPage{Items: items, NextCursor: next}, nil
 }
 
-// keysetPage reads one page newest first, strictly after cursor in
-// (created_at DESC, id DESC) order, and one row more than limit (which says
-// there is a next page). The created_at term lets the database range-scan
-// the (created_at DESC, id DESC) index.
-func keysetPage[R any](tx *gorm.DB, cursor string, limit int, rows *[]R) error {
-	if cursor != "" {
-		c, err := services.ParseRequestLogCursor(cursor)
+// keysetPage reads one page newest first, in (created_at DESC, id DESC)
+// order: strictly older than cursor (the next page), or strictly newer than
+// after (the entries that arrived since after was the newest), and one row
+// more than limit (which says there are more). The created_at term lets the
+// database range-scan the (created_at DESC, id DESC) index either way.
+func keysetPage[R any](tx *gorm.DB, cursor, after string, limit int, rows *[]R) error {
+	for _, k := range []struct {
+		field, cursor, cond string
+	}{
+		{"cursor", cursor, "created_at <= ? AND (created_at < ? OR id < ?)"},
+		{"after", after, "created_at >= ? AND (created_at > ? OR id > ?)"},
+	} {
+		if k.cursor == "" {
+			continue
+		}
+		c, err := services.ParseRequestLogCursor(k.cursor)
 		if err != nil {
-			return services.Invalid("cursor", "is not a cursor returned by this list")
+			return services.Invalid(k.field, "is not a cursor returned by this list")
 		}
 		t := c.CreatedAt.UnixMilli()
-		tx = tx.Where("created_at <= ? AND (created_at < ? OR id < ?)", t, t, c.ID)
+		tx = tx.Where(k.cond, t, t, c.ID)
 	}
 	return tx.Order("created_at DESC, id DESC").Limit(limit + 1).Find(rows).Error
 }

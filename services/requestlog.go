@@ -247,6 +247,13 @@ type RequestLogQuery struct {
 	Limit int
 	// Cursor is the NextCursor of the previous page, empty for the first page.
 	Cursor string
+	// After asks for the entries newer than this position instead (the
+	// dashboard's live tail; a cursor made by RequestLogCursor.String from
+	// the newest entry on screen). They come newest first, at most Limit of
+	// them: when more are newer, Items are the newest Limit and NextCursor
+	// is set (it continues older from the last item, towards the entries
+	// left out). After and Cursor cannot be combined.
+	After string
 }
 
 // Normalize validates q and fills the default limit. Problems are reported as a
@@ -256,6 +263,13 @@ func (q RequestLogQuery) Normalize() (RequestLogQuery, error) {
 	q.Limit = checkTimePage(fe, q.Limit, q.Since, q.Until, q.Cursor)
 	if q.Outcome != "" && !ValidRequestOutcome(q.Outcome) {
 		fe.add("outcome", "must be one of success, client_error, upstream_error, failover, emergency_fallback, aborted")
+	}
+	if q.After != "" {
+		if _, err := ParseRequestLogCursor(q.After); err != nil {
+			fe.add("after", "is not a cursor returned by this list")
+		} else if q.Cursor != "" {
+			fe.add("after", "cannot be combined with cursor")
+		}
 	}
 	return q, fe.Err()
 }

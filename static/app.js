@@ -12,7 +12,8 @@
  *   3. Local-time titles: every <time datetime="RFC 3339"> gets its title in local time
  *      (opt out with data-local-title="off").
  *   4. Copy buttons: <button data-copy-target="id"> copies that element's value or text.
- *   5. Polling: requests from [data-poll] elements are cancelled while the tab is hidden, each
+ *   5. Polling: requests from [data-poll] elements are cancelled while the tab is hidden (and,
+ *      with data-poll-pause="drawer", while a drawer is open), each
  *      [data-poll] element gets a "refresh" event when the tab shows again, and a failed poll
  *      marks its element .is-stale with a .stale-note until the next success. When Switchyard
  *      cannot be reached at all (a network error, not an error answer), one "connection lost"
@@ -477,9 +478,15 @@
 
   const staleNotes = new WeakMap(); // polled element → its note
 
+  // A poll marked data-poll-pause="drawer" (the request log's live tail) also waits while a
+  // detail drawer is open, so rows do not move under the request being read.
+  function pollPaused(elt) {
+    return document.hidden || (elt.getAttribute("data-poll-pause") === "drawer" && topDrawer() !== null);
+  }
+
   document.addEventListener("htmx:beforeRequest", function (e) {
     const elt = e.detail && e.detail.elt;
-    if (document.hidden && isPolled(elt)) {
+    if (isPolled(elt) && pollPaused(elt)) {
       e.preventDefault();
     }
   });

@@ -43,6 +43,17 @@ const (
 	QueuesTableID         = "queues-queues"
 	SlotsTableID          = "queues-slots"
 	SlotsOffID            = "queues-slots-off"
+	// EventsPanelID is the Recent events panel (anchor #events, polled).
+	EventsPanelID   = "events"
+	EventsEmptyID   = "events-empty"
+	EventsTableID   = "events-table"
+	EventsReplicaID = "events-replica"
+	// AffinityLineID is the Session affinity line under the KPI strip
+	// (polled): the live pins and Clear all pins.
+	AffinityLineID    = "affinity"
+	AffinityPinsID    = "affinity-pins"
+	AffinityClearID   = "affinity-clear-all"
+	AffinityConfirmID = "affinity-confirm"
 
 	// Health page.
 	HealthPageID  = "health-page"
@@ -77,6 +88,7 @@ const (
 	RowQueue          = "queue"
 	RowSlot           = "slot"
 	RowWaiting        = "waiting"
+	RowEvent          = "event"
 	RowConnCooldown   = "conn-" + CellSlot + "-cooldown"    // conn-<id>-cooldown
 	RowConnError      = "conn-" + CellSlot + "-error"       // conn-<id>-error
 	RowConnConc       = "conn-" + CellSlot + "-concurrency" // conn-<id>-concurrency

@@ -606,7 +606,7 @@ func OverviewStats(vm OverviewStatsVM) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = statTile(OverviewP95ID, "Latency p95", latencyOrDash(vm.Traffic.HasLatency, vm.Traffic.P95), "non-streamed, total time", "").Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = statTile(OverviewP95ID, "Latency p95", latencyOrDash(vm.Traffic.HasLatency, vm.Traffic.P95), vm.Traffic.P95Meta(false), vm.Traffic.P95Class(false)).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -614,7 +614,7 @@ func OverviewStats(vm OverviewStatsVM) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = statTile(OverviewTTFBP95ID, "First byte p95", latencyOrDash(vm.Traffic.HasTTFB, vm.Traffic.TTFB95), "streams", "").Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = statTile(OverviewTTFBP95ID, "First byte p95", latencyOrDash(vm.Traffic.HasTTFB, vm.Traffic.TTFB95), vm.Traffic.P95Meta(true), vm.Traffic.P95Class(true)).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -75,14 +75,29 @@ func LogOutcomes() []OptionVM {
 // LogFiltersVM is the filter form, values as typed.
 type LogFiltersVM struct {
 	Range, Since, Until, Outcome, Model, Provider, Connection, Key, Stream, RequestID string
-	Keys                                                                              []OptionVM
-	Conns                                                                             []OptionVM
-	Providers                                                                         []string
-	Errors                                                                            FieldErrors
+	// Tail is the live tail switch (it belongs to the form, so the address keeps it).
+	Tail      bool
+	Keys      []OptionVM
+	Conns     []OptionVM
+	Providers []string
+	Errors    FieldErrors
 }
 
-// Query is the filters as URL parameters (blank ones left out).
+// Query is the filters and the live tail switch as URL parameters (blank
+// ones left out).
 func (f LogFiltersVM) Query() url.Values {
+	q := f.filterQuery()
+	if f.Tail {
+		q.Set(LogTailParam, "on")
+	}
+	return q
+}
+
+// LogTailParam is the live tail switch's parameter ("on" when switched on).
+const LogTailParam = "tail"
+
+// filterQuery is the filters as URL parameters, without the live tail switch.
+func (f LogFiltersVM) filterQuery() url.Values {
 	q := url.Values{}
 	set := func(k, v string) {
 		if v = strings.TrimSpace(v); v != "" {
@@ -104,8 +119,29 @@ func (f LogFiltersVM) Query() url.Values {
 	return q
 }
 
-// Active reports whether any filter is set.
-func (f LogFiltersVM) Active() bool { return len(f.Query()) > 0 }
+// Active reports whether any filter is set (the live tail switch is none).
+func (f LogFiltersVM) Active() bool { return len(f.filterQuery()) > 0 }
+
+// TailRowsURL is the live tail's poll of the entries newer than after (a
+// cursor; "" when the list was empty) matching the filters.
+func (f LogFiltersVM) TailRowsURL(after string) string {
+	q := f.filterQuery()
+	if after != "" {
+		q.Set("after", after)
+	}
+	if len(q) == 0 {
+		return LogRowsPath
+	}
+	return LogRowsPath + "?" + q.Encode()
+}
+
+// LogRowsPath answers the live tail's poll.
+const LogRowsPath = "/logs/rows"
+
+// LogTailTrigger is when the live tail polls: every 5 s (50-dashboard
+// §3.5), when the tab shows again, and when a detail drawer, which pauses
+// it, closes.
+const LogTailTrigger = "every 5s, refresh, " + EventDrawerClosed + " from:document"
 
 // Custom reports whether the from/to fields apply.
 func (f LogFiltersVM) Custom() bool {
@@ -120,6 +156,25 @@ type LogsListVM struct {
 	NewestURL string
 	Filtered  bool
 	Errors    FieldErrors // a bad filter (422)
+	// Tail is the live tail switch, shown on the first page only; TailURL,
+	// set while it is on there, is its poll (LogFiltersVM.TailRowsURL).
+	Tail    bool
+	TailURL string
+}
+
+// FirstPage reports the list's first page (no cursor), the one the live
+// tail switch is shown on (also above a filter error, so it keeps its state).
+func (vm LogsListVM) FirstPage() bool { return vm.NewestURL == "" }
+
+// LogTailVM is the answer of one live tail poll: the entries that arrived,
+// newest first, and the poll with the new cursor. Gap: more arrived than
+// one poll shows (a page, 50); the older of them are left out and ListURL
+// (the list with these filters) shows them all.
+type LogTailVM struct {
+	Rows    []LogRowVM
+	PollURL string
+	Gap     bool
+	ListURL string
 }
 
 // LogRowVM is one request in the list.

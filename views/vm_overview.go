@@ -66,6 +66,8 @@ type TrafficVM struct {
 
 	HasLatency bool
 	HasTTFB    bool
+	// Latency and TTFB compare the p95s with the upstreams' own (stats.Judgement).
+	LatencyJudged, TTFBJudged stats.Judgement
 	// SinceStart: the process is younger than the window; the figures
 	// start at Since.
 	SinceStart bool
@@ -78,6 +80,7 @@ func NewTrafficVM(s stats.Summary) TrafficVM {
 		TokensIn: s.TokensIn, TokensOut: s.TokensOut,
 		HasLatency: s.Latency.Count > 0, P50: s.Latency.P50, P95: s.Latency.P95,
 		HasTTFB: s.TTFB.Count > 0, TTFB50: s.TTFB.P50, TTFB95: s.TTFB.P95,
+		LatencyJudged: s.LatencyJudgement, TTFBJudged: s.TTFBJudgement,
 		SinceStart: s.SinceStart, Since: s.Since}
 }
 
@@ -100,6 +103,36 @@ func (t TrafficVM) SuccessClass() string {
 	case t.Successes*100 < n*80:
 		return "tile--danger"
 	case t.Successes*100 < n*95:
+		return "tile--warning"
+	}
+	return ""
+}
+
+// P95Meta is the p95 tile's note: what it is over, and once requests were
+// judged the upstreams' own p95 and the share of the time spent waiting
+// ("non-streamed, total time · upstream 520 ms · 85 % waiting").
+func (t TrafficVM) P95Meta(stream bool) string {
+	base, j := "non-streamed, total time", t.LatencyJudged
+	if stream {
+		base, j = "streams", t.TTFBJudged
+	}
+	if j.Upstream.Count == 0 {
+		return base
+	}
+	note := base + " · upstream " + human.Duration(millis(j.Upstream.P95), human.Latency) + " · " + strconv.FormatFloat(j.WaitShare*100, 'f', 0, 64) + " % waiting"
+	if j.Flagged {
+		note = "far above the upstream: " + note
+	}
+	return note
+}
+
+// P95Class warns on a p95 far above the upstreams' own (stats.Judgement).
+func (t TrafficVM) P95Class(stream bool) string {
+	j := t.LatencyJudged
+	if stream {
+		j = t.TTFBJudged
+	}
+	if j.Flagged {
 		return "tile--warning"
 	}
 	return ""

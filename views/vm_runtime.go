@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"switchyard/services"
+	"switchyard/services/events"
 	"switchyard/services/human"
 	"switchyard/services/leases"
 	"switchyard/services/resilience"
@@ -105,12 +106,14 @@ func sig(parts ...any) string {
 // RuntimePageVM is the whole Runtime page.
 type RuntimePageVM struct {
 	Summary   RuntimeSummaryVM
+	Affinity  AffinityLineVM
 	Breakers  BreakersPanelVM
 	Cooldowns CooldownsPanelVM
 	Models    ModelCooldownsVM
 	Leases    LeasesPanelVM
 	Queues    QueuesPanelVM
 	Waiting   WaitingPanelVM
+	Events    EventsPanelVM
 }
 
 // RuntimeSummaryVM is the KPI strip: the resilience counts of the Overview.
@@ -508,6 +511,110 @@ func newQueueRowVM(q QueueConn, st traffic.QueueStats, now time.Time) QueueRowVM
 // ConcurrencyText is a connection's slots in use against its limit ("1 / 2").
 func ConcurrencyText(inFlight, limit int) string {
 	return strconv.Itoa(inFlight) + " / " + strconv.Itoa(limit)
+}
+
+// AffinityLineVM is the Session affinity line of the KPI strip: the live
+// session pins, with Clear all pins while there are any.
+type AffinityLineVM struct {
+	On      bool // sessionAffinity.ttlMs > 0
+	Pins    int
+	Confirm *ConfirmVM // "Clear all session pins?" opened directly (full page)
+}
+
+// Text is "3 active pins", or why there are none.
+func (vm AffinityLineVM) Text() string {
+	if !vm.On {
+		return "off (sessionAffinity.ttlMs is 0), so no session is pinned"
+	}
+	return human.Plural(vm.Pins, "active pin", "active pins")
+}
+
+// AffinityConfirm is the confirmation of Clear all pins.
+func AffinityConfirm(pins int) *ConfirmVM {
+	return RuntimeConfirm(AffinityLineID, "Clear all session pins?", "Clear all pins", "/runtime/affinity/clear", AffinityLineID,
+		human.Plural(pins, "active pin is", "active pins are")+" dropped. Each session's next request is routed afresh and pinned to the connection that answers it.")
+}
+
+// EventsPanelVM is the Recent events panel: the last resilience events of
+// this replica, newest first.
+type EventsPanelVM struct {
+	Rows []EventRowVM
+	// PerReplica: replicas share state, and the list is this replica's own.
+	PerReplica bool
+}
+
+// EventRowVM is one event as the panel shows it.
+type EventRowVM struct {
+	At      *TimeVM
+	Event   string // "Cooldown set"
+	Icon    string
+	Subject string
+	Cause   string
+}
+
+// EventNames are the display names an event's subject is shown with.
+type EventNames struct {
+	Providers   map[string]string // provider id → name
+	Connections map[string]string // connection id → name
+	ProviderOf  map[string]string // connection id → provider id, for events that name only the connection
+}
+
+// eventKinds are the words and icon of each event type.
+var eventKinds = map[events.Type]struct{ text, icon string }{
+	events.BreakerOpened:     {"Breaker opened", "ban"},
+	events.BreakerHalfOpen:   {"Breaker half-open", "clock"},
+	events.BreakerClosed:     {"Breaker closed", "check"},
+	events.CooldownSet:       {"Cooldown set", "clock"},
+	events.CooldownCleared:   {"Cooldown cleared", "check"},
+	events.LockoutSet:        {"Lockout set", "lock"},
+	events.LockoutCleared:    {"Lockout cleared", "check"},
+	events.TerminalSet:       {"Terminal state set", "ban"},
+	events.TerminalReset:     {"Terminal state reset", "check"},
+	events.LeaseEnded:        {"Lease ended", "lock"},
+	events.EmergencyFallback: {"Emergency fallback used", "alert"},
+}
+
+// eventCauses are the words of the causes that are not a failure reason.
+var eventCauses = map[string]string{
+	events.CauseAdmin:           "admin",
+	events.CauseSuccess:         "request succeeded",
+	events.CauseResetTimeout:    "retry time reached",
+	events.CauseProbeSucceeded:  "probe succeeded",
+	events.CauseProbeFailed:     "probe failed",
+	events.CauseFailuresDecayed: "failures decayed",
+	events.CauseEgressLock:      "egress lock",
+}
+
+// NewEventsPanelVM describes list (newest first) at now.
+func NewEventsPanelVM(list []events.Event, names EventNames, perReplica bool, now time.Time) EventsPanelVM {
+	vm := EventsPanelVM{PerReplica: perReplica, Rows: make([]EventRowVM, 0, len(list))}
+	for _, e := range list {
+		if e.Provider == "" {
+			e.Provider = names.ProviderOf[e.ConnectionID]
+		}
+		kind, ok := eventKinds[e.Type]
+		if !ok {
+			kind.text, kind.icon = reasonText(string(e.Type)), "info"
+		}
+		vm.Rows = append(vm.Rows, EventRowVM{At: NewTimeVM(&e.At, now), Event: kind.text, Icon: kind.icon,
+			Subject: e.Subject(names.Providers[e.Provider], names.Connections[e.ConnectionID]), Cause: EventCause(e)})
+	}
+	return vm
+}
+
+// EventCause is an event's cause in words: "admin", "rate limit (429)".
+func EventCause(e events.Event) string {
+	if t, ok := eventCauses[e.Cause]; ok {
+		return t
+	}
+	if e.Cause == "" {
+		return "—"
+	}
+	t := reasonText(e.Cause)
+	if e.Status != 0 {
+		t += " (" + strconv.Itoa(e.Status) + ")"
+	}
+	return t
 }
 
 // RuntimeConfirm is a confirmation of a bulk action of the Runtime page,

@@ -50,3 +50,16 @@ func CountCommands(c *Client) *Hooks {
 
 // FlushScripts drops the scripts Redis holds (as a restart does).
 func FlushScripts(ctx context.Context, c *Client) error { return c.rdb.ScriptFlush(ctx).Err() }
+
+// QueueRunning is the number of running grants of a request-queue key.
+func QueueRunning(ctx context.Context, c *Client, prefix, key string) int {
+	n, _ := c.rdb.ZCard(ctx, prefix+":rq:{"+key+"}:run").Result()
+	return int(n)
+}
+
+// QueueTouched reports whether any state of a request-queue key exists.
+func QueueTouched(ctx context.Context, c *Client, prefix, key string) bool {
+	base := prefix + ":rq:{" + key + "}"
+	n, _ := c.rdb.Exists(ctx, base, base+":run", base+":wq", base+":we", base+":seq").Result()
+	return n > 0
+}

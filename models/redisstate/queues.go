@@ -115,28 +115,60 @@ func (q *Queues) Admit(ctx context.Context, key string, cfg traffic.QueueConfig)
 	if err := ctx.Err(); err != nil {
 		return traffic.Ticket{}, err
 	}
-	state, running, waitq, waitexp, seq, channel := q.keys(key)
-	keys := []string{state, running, waitq, waitexp, seq}
-	id := q.g.newID()
-	var dwellEnd time.Time
+	t := q.newTry(key, cfg)
+	res, err := q.c.run(ctx, queueDecide, t.keys, q.args(t)...)
+	return q.settle(ctx, t, res, err)
+}
+
+// queueTry is one admission to a key's queue: its keys, the arguments of
+// queueDecide and where its wait stands.
+type queueTry struct {
+	key, id                                      string
+	cfg                                          traffic.QueueConfig
+	spacing                                      int64
+	dwellEnd                                     time.Time
+	waiterTTL                                    time.Duration
+	state, running, waitq, waitexp, seq, channel string
+	keys                                         []string
+	// waiter is the id under which the request waits in the shared queue
+	// ("" until it does); onBoard is set once it is on the waiting board.
+	waiter  string
+	onBoard bool
+}
+
+func (q *Queues) newTry(key string, cfg traffic.QueueConfig) *queueTry {
+	t := &queueTry{key: key, id: q.g.newID(), cfg: cfg, waiterTTL: max(10*q.poll, 5*time.Second),
+		spacing: max(cfg.MinTimeBetweenRequestsMs, q.learnedArgs(key))}
 	if cfg.QueueWaitMs > 0 {
-		dwellEnd = time.Now().Add(time.Duration(cfg.QueueWaitMs) * time.Millisecond)
+		t.dwellEnd = time.Now().Add(time.Duration(cfg.QueueWaitMs) * time.Millisecond)
 	}
-	waiterTTL := max(10*q.poll, 5*time.Second)
-	spacing := max(cfg.MinTimeBetweenRequestsMs, q.learnedArgs(key))
-	waiter := ""
-	onBoard := false
+	t.state, t.running, t.waitq, t.waitexp, t.seq, t.channel = q.keys(key)
+	t.keys = []string{t.state, t.running, t.waitq, t.waitexp, t.seq}
+	return t
+}
+
+// args are queueDecide's ARGV for the next try of t.
+func (q *Queues) args(t *queueTry) []any {
+	cfg := t.cfg
+	return []any{cfg.RequestsPerMinute, t.spacing, cfg.ConcurrentRequests, cfg.MaxQueueDepth, t.id,
+		q.g.ttl.Milliseconds(), t.waiter, t.waiterTTL.Milliseconds()}
+}
+
+// settle takes the answer (res, err) of a try of t to its end: dispatched,
+// refused, answered locally, or waiting — asking again after the delay the
+// script named, a release notice or a poll — until the queue wait elapses
+// or the client leaves.
+func (q *Queues) settle(ctx context.Context, t *queueTry, res []any, err error) (traffic.Ticket, error) {
+	key, cfg := t.key, t.cfg
 	leave := func() {
-		if waiter == "" {
+		if t.waiter == "" {
 			return
 		}
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.c.opts.CallTimeout)
-		_, _ = q.c.run(lctx, leaveWait, []string{waitq, waitexp, channel}, waiter)
+		_, _ = q.c.run(lctx, leaveWait, []string{t.waitq, t.waitexp, t.channel}, t.waiter)
 		cancel()
 	}
-	for {
-		res, err := q.c.run(ctx, queueDecide, keys, cfg.RequestsPerMinute, spacing, cfg.ConcurrentRequests,
-			cfg.MaxQueueDepth, id, q.g.ttl.Milliseconds(), waiter, waiterTTL.Milliseconds())
+	for ; ; res, err = q.c.run(ctx, queueDecide, t.keys, q.args(t)...) {
 		if err != nil {
 			if ctx.Err() != nil {
 				leave()
@@ -150,29 +182,29 @@ func (q *Queues) Admit(ctx context.Context, key string, cfg traffic.QueueConfig)
 		}
 		switch asInt(res[0]) {
 		case 1:
-			q.g.hold(id, running)
-			owner := &queueTicket{q: q, key: key, grant: id, running: running, waitq: waitq, channel: channel}
+			q.g.hold(t.id, t.running)
+			owner := &queueTicket{q: q, key: key, grant: t.id, running: t.running, waitq: t.waitq, channel: t.channel}
 			return traffic.NewTicket(owner, q.local.Now(), time.Duration(cfg.MaxWaitMs)*time.Millisecond), nil
 		case -1:
 			return traffic.Ticket{}, q.local.Refuse(key, traffic.CodeQueueFull, int(asInt(res[3])), cfg)
 		case -2:
-			waiter = "" // lapsed: join again at the tail
+			t.waiter = "" // lapsed: join again at the tail
 			continue
 		}
-		if !onBoard {
+		if !t.onBoard {
 			// First time in the shared queue: on the waiting board until
 			// admitted, refused or gone (a lapsed rejoin is the same wait).
-			onBoard = true
+			t.onBoard = true
 			tok := traffic.BeginWait(ctx, traffic.WaitQueue, key, time.Duration(cfg.QueueWaitMs)*time.Millisecond)
 			defer tok.End()
 		}
-		waiter = id
+		t.waiter = t.id
 		delay := time.Duration(asInt(res[1])) * time.Millisecond
 		if delay <= 0 || delay > q.poll {
 			delay = q.poll
 		}
-		if !dwellEnd.IsZero() {
-			left := time.Until(dwellEnd)
+		if !t.dwellEnd.IsZero() {
+			left := time.Until(t.dwellEnd)
 			if left <= 0 {
 				leave()
 				return traffic.Ticket{}, q.local.Refuse(key, traffic.CodeQueueTimeout, int(asInt(res[3])), cfg)
@@ -180,16 +212,16 @@ func (q *Queues) Admit(ctx context.Context, key string, cfg traffic.QueueConfig)
 			delay = min(delay, left)
 		}
 		wake := q.waitChan(key)
-		t := time.NewTimer(delay)
+		tm := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
-			t.Stop()
+			tm.Stop()
 			leave()
 			return traffic.Ticket{}, ctx.Err()
 		case <-wake:
-		case <-t.C:
+		case <-tm.C:
 		}
-		t.Stop()
+		tm.Stop()
 	}
 }
 

@@ -32,7 +32,10 @@ end
 // Returns {status, in flight, waiting}: status 1 granted, 0 queued (wait for
 // a release and try again with the waiter id), -1 queue full, -2 the waiter
 // lapsed (it waited without asking for longer than its TTL).
-var slotAcquire = redis.NewScript(nowLua + purgeLua + `
+var slotAcquire = redis.NewScript(nowLua + purgeLua + slotAcquireLua)
+
+// slotAcquireLua is slotAcquire's body, also run by dispatchAdmit.
+const slotAcquireLua = `
 purge(KEYS[1], KEYS[2], KEYS[3])
 local limit, ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
 local depth, wttl = tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -67,7 +70,7 @@ if rank < free then
 end
 redis.call('ZADD', KEYS[3], now + wttl, ARGV[4])
 return {0, held, waiting}
-`)
+`
 
 // slotRelease gives a slot back and wakes the waiters of every replica.
 // KEYS: 1 grants, 2 waiter order, 3 the release channel. ARGV: 1 grant id.
@@ -154,7 +157,10 @@ var releaseGrant = redis.NewScript(`return redis.call('ZREM', KEYS[1], ARGV[1])`
 // Returns {status, delay ms, blocker, queued}: status 1 dispatched, 0 wait
 // (delay 0 = until a release or the requests ahead leave; retry with the
 // waiter id), -1 queue full, -2 the waiter lapsed.
-var queueDecide = redis.NewScript(nowLua + purgeLua + `
+var queueDecide = redis.NewScript(nowLua + purgeLua + queueDecideLua)
+
+// queueDecideLua is queueDecide's body, also run by dispatchAdmit.
+const queueDecideLua = `
 purge(KEYS[2], KEYS[3], KEYS[4])
 local rpm, spacing, conc = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local depth, ttl, wttl = tonumber(ARGV[4]), tonumber(ARGV[6]), tonumber(ARGV[8])
@@ -213,6 +219,32 @@ redis.call('PEXPIRE', KEYS[1], 600000)
 redis.call('ZADD', KEYS[2], now + ttl, ARGV[5])
 redis.call('PEXPIRE', KEYS[2], ttl * 2)
 return {1, 0, '', queued}
+`
+
+// dispatchAdmit is slotAcquire's first try followed, only when it granted
+// the slot, by queueDecide's first try: the two admissions of one dispatch
+// of a connection with both maxConcurrent and rate-limit protection in one
+// round trip, in the order and with the outcomes of the two scripts run
+// one after the other. Each body runs unchanged, its KEYS and ARGV being
+// its own part of this script's.
+//
+// KEYS: 1–4 slotAcquire's, 5–9 queueDecide's. ARGV: 1–6 slotAcquire's
+// (waiter id ""), 7–14 queueDecide's (waiter id "").
+// Returns slotAcquire's {status, in flight, waiting} when the slot was not
+// granted (the queue untouched), else those three followed by
+// queueDecide's {status, delay ms, blocker, queued}.
+//
+// The slot's keys hash on the connection and the queue's on the limiter
+// key, so on a Redis Cluster they could live on different nodes; the
+// client is a single-server one (New).
+var dispatchAdmit = redis.NewScript(nowLua + purgeLua +
+	"local function slot(KEYS, ARGV)" + slotAcquireLua + "end\n" +
+	"local function queue(KEYS, ARGV)" + queueDecideLua + "end\n" + `
+local s = slot({KEYS[1], KEYS[2], KEYS[3], KEYS[4]}, {ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]})
+if s[1] ~= 1 then return s end
+local q = queue({KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]},
+  {ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[12], ARGV[13], ARGV[14]})
+return {s[1], s[2], s[3], q[1], q[2], q[3], q[4]}
 `)
 
 // queueLearn stores what an upstream's rate-limit headers taught about a

@@ -229,47 +229,75 @@ func (s *Slots) AcquireWith(ctx context.Context, connectionID string, limit int,
 	if limit <= 0 || !cfg.Enabled {
 		return func() {}, false, nil
 	}
-	grants, waitq, waitexp, seq, channel := s.keys(connectionID)
-	id := s.g.newID()
-	wait := time.Duration(cfg.SlotWaitMs) * time.Millisecond
-	waiterTTL := max(wait, s.poll*10)
-	depth := cfg.QueueDepth
-	if wait <= 0 {
-		depth = 0 // never queue: a saturated connection is at once a timeout
+	t := s.newTry(connectionID, limit, cfg)
+	res, err := s.c.run(ctx, slotAcquire, t.keys, s.args(t, "")...)
+	return s.settle(ctx, t, res, err)
+}
+
+// slotTry is one admission to a connection's gate: its keys and the
+// arguments of slotAcquire.
+type slotTry struct {
+	conn, id                             string
+	limit, depth                         int
+	cfg                                  traffic.SlotConfig
+	wait, waiterTTL                      time.Duration
+	grants, waitq, waitexp, seq, channel string
+	keys                                 []string
+}
+
+// newTry prepares an admission of a connection with a gate (limit > 0,
+// enabled) and notes its limit for Stats.
+func (s *Slots) newTry(conn string, limit int, cfg traffic.SlotConfig) *slotTry {
+	t := &slotTry{conn: conn, id: s.g.newID(), limit: limit, depth: cfg.QueueDepth, cfg: cfg,
+		wait: time.Duration(cfg.SlotWaitMs) * time.Millisecond}
+	t.waiterTTL = max(t.wait, s.poll*10)
+	if t.wait <= 0 {
+		t.depth = 0 // never queue: a saturated connection is at once a timeout
 	}
-	keys := []string{grants, waitq, waitexp, seq}
+	t.grants, t.waitq, t.waitexp, t.seq, t.channel = s.keys(conn)
+	t.keys = []string{t.grants, t.waitq, t.waitexp, t.seq}
 	s.mu.Lock()
-	s.limits[connectionID] = limit
+	s.limits[conn] = limit
 	s.mu.Unlock()
-	res, err := s.c.run(ctx, slotAcquire, keys, id, limit, s.g.ttl.Milliseconds(), "", depth, waiterTTL.Milliseconds())
+	return t
+}
+
+// args are slotAcquire's ARGV; waiter is "" on the first try.
+func (s *Slots) args(t *slotTry, waiter string) []any {
+	return []any{t.id, t.limit, s.g.ttl.Milliseconds(), waiter, t.depth, t.waiterTTL.Milliseconds()}
+}
+
+// settle takes the answer (res, err) of the first try of t to its end:
+// granted, refused, answered locally, or — queued — tried again on every
+// release notice, at least every poll, until the wait elapses or the client
+// leaves.
+func (s *Slots) settle(ctx context.Context, t *slotTry, res []any, err error) (func(), bool, error) {
 	if err != nil {
-		return s.fallback(ctx, connectionID, limit, cfg, err)
+		return s.fallback(ctx, t.conn, t.limit, t.cfg, err)
 	}
 	switch asInt(res[0]) {
 	case 1:
-		return s.granted(connectionID, id, grants, waitq, channel), false, nil
+		return s.granted(t), false, nil
 	case -1:
 		cause := "queue_full"
-		if wait <= 0 {
+		if t.wait <= 0 {
 			cause = "timeout"
 		}
-		return s.refuse(connectionID, limit, cause, int(asInt(res[2])), cfg)
+		return s.refuse(t.conn, t.limit, cause, int(asInt(res[2])), t.cfg)
 	}
-	// Queued: try again on every release notice, at least every poll, until
-	// the wait elapses or the client leaves.
-	s.count(s.waiting, connectionID, 1)
-	defer s.count(s.waiting, connectionID, -1)
-	tok := traffic.BeginWait(ctx, traffic.WaitSlot, connectionID, wait)
+	s.count(s.waiting, t.conn, 1)
+	defer s.count(s.waiting, t.conn, -1)
+	tok := traffic.BeginWait(ctx, traffic.WaitSlot, t.conn, t.wait)
 	defer tok.End()
-	deadline := time.NewTimer(wait)
+	deadline := time.NewTimer(t.wait)
 	defer deadline.Stop()
 	leave := func() {
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.c.opts.CallTimeout)
-		_, _ = s.c.run(lctx, leaveWait, []string{waitq, waitexp, channel}, id)
+		_, _ = s.c.run(lctx, leaveWait, []string{t.waitq, t.waitexp, t.channel}, t.id)
 		cancel()
 	}
 	for {
-		wake := s.waitChan(connectionID)
+		wake := s.waitChan(t.conn)
 		poll := time.NewTimer(s.poll)
 		select {
 		case <-ctx.Done():
@@ -279,46 +307,47 @@ func (s *Slots) AcquireWith(ctx context.Context, connectionID string, limit int,
 		case <-deadline.C:
 			poll.Stop()
 			leave()
-			return s.refuse(connectionID, limit, "timeout", 0, cfg)
+			return s.refuse(t.conn, t.limit, "timeout", 0, t.cfg)
 		case <-wake:
 		case <-poll.C:
 		}
 		poll.Stop()
-		res, err := s.c.run(ctx, slotAcquire, keys, id, limit, s.g.ttl.Milliseconds(), id, depth, waiterTTL.Milliseconds())
+		res, err := s.c.run(ctx, slotAcquire, t.keys, s.args(t, t.id)...)
 		if err != nil {
 			if ctx.Err() != nil {
 				return func() {}, false, ctx.Err()
 			}
-			return s.fallback(ctx, connectionID, limit, cfg, err)
+			return s.fallback(ctx, t.conn, t.limit, t.cfg, err)
 		}
 		switch asInt(res[0]) {
 		case 1:
-			return s.granted(connectionID, id, grants, waitq, channel), false, nil
+			return s.granted(t), false, nil
 		case -2: // lapsed (a long pause): join again at the tail
-			res, err = s.c.run(ctx, slotAcquire, keys, id, limit, s.g.ttl.Milliseconds(), "", depth, waiterTTL.Milliseconds())
+			res, err = s.c.run(ctx, slotAcquire, t.keys, s.args(t, "")...)
 			if err != nil {
-				return s.fallback(ctx, connectionID, limit, cfg, err)
+				return s.fallback(ctx, t.conn, t.limit, t.cfg, err)
 			}
 			if asInt(res[0]) == 1 {
-				return s.granted(connectionID, id, grants, waitq, channel), false, nil
+				return s.granted(t), false, nil
 			}
 			if asInt(res[0]) == -1 {
-				return s.refuse(connectionID, limit, "queue_full", int(asInt(res[2])), cfg)
+				return s.refuse(t.conn, t.limit, "queue_full", int(asInt(res[2])), t.cfg)
 			}
 		}
 	}
 }
 
 // granted records a held slot and returns its idempotent release.
-func (s *Slots) granted(conn, id, grants, waitq, channel string) func() {
-	s.g.hold(id, grants)
+func (s *Slots) granted(t *slotTry) func() {
+	conn, id := t.conn, t.id
+	s.g.hold(id, t.grants)
 	s.count(s.held, conn, 1)
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			s.g.drop(id)
 			s.count(s.held, conn, -1)
-			s.c.release(slotRelease, []string{grants, waitq, channel}, id)
+			s.c.release(slotRelease, []string{t.grants, t.waitq, t.channel}, id)
 		})
 	}
 }

@@ -256,18 +256,25 @@ func (p *Pins) Count() int {
 // deletes every row.
 var clearAll = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
 
-// Clear deletes every pin, in memory and in the store.
-func (p *Pins) Clear(ctx context.Context) error {
+// ClearAll deletes every pin, in memory and in the store, and returns how
+// many were live (Count at that moment): the admin's Clear all pins and
+// DELETE /api/resilience/affinity. Each session's next request is routed
+// afresh and pins again.
+func (p *Pins) ClearAll(ctx context.Context) (int, error) {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
+	n := p.Count()
 	p.mu.Lock()
 	p.pins = map[string]entry{}
 	p.mu.Unlock()
 	if _, err := p.store.DeleteExpired(ctx, clearAll); err != nil {
-		return fmt.Errorf("affinity: clear pins: %w", err)
+		return n, fmt.Errorf("affinity: clear pins: %w", err)
 	}
-	return nil
+	return n, nil
 }
+
+// On reports whether session affinity is on (sessionAffinity.ttlMs > 0).
+func (p *Pins) On() bool { return p.ttl() > 0 }
 
 // Sweep removes expired pins from memory and deletes expired rows (the
 // 5-minute sweep) and returns how many rows went. A live pin whose row lags

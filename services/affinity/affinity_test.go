@@ -294,12 +294,44 @@ func TestPinsLifecycle(t *testing.T) {
 		t.Fatalf("%d rows stored, want 1", rows)
 	}
 
-	if err := pins.Clear(ctx); err != nil {
+	if _, err := pins.ClearAll(ctx); err != nil {
 		t.Fatal(err)
 	}
 	lookup(t, pins, third, "")
 	if rows, _ := store.state(); rows != 0 || pins.Count() != 0 {
 		t.Fatalf("after Clear: %d rows, Count %d", rows, pins.Count())
+	}
+}
+
+// ClearAll (Clear all pins, DELETE /api/resilience/affinity) drops every
+// pin and reports how many were live: an expired pin is not counted.
+func TestPinsClearAllCounts(t *testing.T) {
+	ctx := context.Background()
+	clock := testkit.NewFakeClock(t0)
+	store := newMemStore()
+	pins := affinity.NewPins(clock, func() time.Duration { return 100 * time.Second }, store)
+	if !pins.On() {
+		t.Fatal("a TTL of 100 s is not on")
+	}
+	_ = pins.Pin(ctx, affinity.PinID("k1", "openai", "header:old"), "k1", "openai", "c1")
+	clock.Advance(100 * time.Second)
+	for _, s := range []string{"a", "b"} {
+		if err := pins.Pin(ctx, affinity.PinID("k1", "openai", "header:"+s), "k1", "openai", "c1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := pins.ClearAll(ctx)
+	if err != nil || n != 2 {
+		t.Fatalf("ClearAll = (%d, %v), want 2 live pins", n, err)
+	}
+	if rows, _ := store.state(); rows != 0 || pins.Count() != 0 {
+		t.Fatalf("after ClearAll: %d rows, Count %d", rows, pins.Count())
+	}
+	if n, err := pins.ClearAll(ctx); err != nil || n != 0 {
+		t.Fatalf("second ClearAll = (%d, %v)", n, err)
+	}
+	if affinity.NewPins(clock, func() time.Duration { return 0 }, store).On() {
+		t.Fatal("a TTL of 0 is on")
 	}
 }
 

@@ -86,7 +86,7 @@ func (s *SharedStore) DeletePinsForConnection(ctx context.Context, connID string
 	return s.inner.DeletePinsForConnection(ctx, connID)
 }
 
-// DeleteExpired implements Store. Pins.Clear deletes with clearAll: then
+// DeleteExpired implements Store. Pins.ClearAll deletes with clearAll: then
 // the queued writes go too, and the other replicas are told to clear.
 func (s *SharedStore) DeleteExpired(ctx context.Context, now time.Time) (int, error) {
 	clear := !now.Before(clearAll)

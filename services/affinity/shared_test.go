@@ -125,7 +125,7 @@ func TestSharedPinsClearAndResync(t *testing.T) {
 	_ = f.a.Pin(ctx, id1, "k1", "openai", "c1")
 	f.flush(t)
 	lookup(t, f.b, id1, "c1")
-	if err := f.a.Clear(ctx); err != nil {
+	if _, err := f.a.ClearAll(ctx); err != nil {
 		t.Fatal(err)
 	}
 	lookup(t, f.b, id1, "")

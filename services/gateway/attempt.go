@@ -10,6 +10,7 @@ import (
 
 	"switchyard/services"
 	"switchyard/services/accounts"
+	"switchyard/services/events"
 	"switchyard/services/resilience"
 )
 
@@ -466,6 +467,10 @@ func (st *attemptState) emergency() outcome {
 	// The fallback's targets are walked as the request's own, on its
 	// one-attempt budget; the final answer speaks of the original request.
 	set := st.set
+	cause := ""
+	if st.last != nil {
+		cause = string(st.last.Reason) // why the request itself failed
+	}
 	st.req, st.set = &fr, &one
 	for _, t := range st.g.expand(st.snap, route, &fr) {
 		if tr := st.walkTarget(t); tr.outcome == finished || st.attempts >= one.MaxAttempts {
@@ -473,7 +478,11 @@ func (st *attemptState) emergency() outcome {
 		}
 	}
 	st.req, st.set = req, set
-	return st.emergencyResult()
+	res := st.emergencyResult()
+	if st.log.Outcome == OutcomeEmergencyFallback && st.g.events != nil {
+		st.g.events.Record(events.Event{Type: events.EmergencyFallback, Model: req.Model, Target: ef.Target, Cause: cause})
+	}
+	return res
 }
 
 // WarnEmergencyFallback marks an answer the emergency fallback gave.

@@ -14,6 +14,7 @@ import (
 
 	"switchyard/services"
 	"switchyard/services/accounts"
+	"switchyard/services/events"
 	"switchyard/services/leases"
 	"switchyard/services/quota"
 	"switchyard/services/resilience"
@@ -134,6 +135,9 @@ type Deps struct {
 	// Tracing starts the spans of /v1 requests (tracing.go). nil: no
 	// tracing, and nothing of it on the request path.
 	Tracing trace.TracerProvider
+	// Events receives an emergency fallback that answered (the Runtime
+	// page's Recent events). nil: not recorded.
+	Events events.Recorder
 }
 
 // Gateway routes /v1 requests. Every field is set by New and never changes,
@@ -154,7 +158,11 @@ type Gateway struct {
 	fixed  atomic.Pointer[Settings]
 	limits func() Limits
 
-	traffic    *Traffic
+	traffic *Traffic
+	// pair admits a dispatch's slot and queue ticket together when the
+	// slot store pairs with the queue store (traffic.DispatchPairer); nil:
+	// one after the other.
+	pair       traffic.DispatchAdmitter
 	tools      *ToolLimits
 	keyLimits  traffic.KeyLimiter
 	keyUse     KeyUsage
@@ -172,6 +180,8 @@ type Gateway struct {
 	prices func(provider, model string) (routing.Price, bool)
 	// tracer starts the request, attempt and wait spans; nil = off.
 	tracer *tracer
+	// events receives the emergency fallbacks that answered; nil = none.
+	events events.Recorder
 
 	// picks is pick's eligibility cache (pick.go).
 	picks pickCache
@@ -197,7 +207,7 @@ func New(ctx context.Context, d Deps) (*Gateway, error) {
 		logs: d.Logs, obs: d.Observer, limits: d.Limits, traffic: d.Traffic, tools: d.ToolLimits,
 		keyLimits: d.KeyLimits, keyUse: d.KeyUsage, strategies: d.Strategies, routeState: d.RouteState,
 		quota: d.Quota, watchdogCfg: d.Watchdog, entrySlots: traffic.NewSlots(nil), prices: priceLookup(d.Prices),
-		tracer: newTracer(d.Tracing)}
+		tracer: newTracer(d.Tracing), events: d.Events}
 	g.defaults()
 	if d.Settings != nil {
 		src := d.Settings
@@ -230,6 +240,9 @@ func (g *Gateway) defaults() {
 	if g.traffic.Doc == nil {
 		doc := resilience.DefaultDocument()
 		g.traffic.Doc = func() *resilience.Document { return &doc }
+	}
+	if p, ok := g.traffic.Slots.(traffic.DispatchPairer); ok && g.traffic.Queues != nil {
+		g.pair = p.PairWith(g.traffic.Queues)
 	}
 	if g.tools == nil {
 		g.tools, _ = NewToolLimits(context.Background(), g.clock, nil)

@@ -100,16 +100,14 @@ func (g *Gateway) admit(ctx context.Context, t target, c *services.Connection, r
 		ctx = traffic.WithWaiting(ctx, tr.Waiting, req.ID)
 	}
 	a.gated = slot || queue
+	if slot && queue && g.pair != nil {
+		return a, g.admitPaired(ctx, a, t, c, doc, rec)
+	}
 	if slot {
 		start := g.clock.Now()
 		release, _, err := tr.Slots.Acquire(ctx, c.ID, *c.MaxConcurrent)
 		g.logWait(rec, services.WaitKindSlot, "max_concurrent", c.ID, start)
-		switch {
-		case err == nil:
-			a.release = release
-		case errors.Is(err, services.ErrUnavailable):
-			g.storeError(StoreSlots, err)
-		default:
+		if err := g.slotTaken(a, release, err); err != nil {
 			return a, err
 		}
 	}
@@ -119,18 +117,59 @@ func (g *Gateway) admit(ctx context.Context, t target, c *services.Connection, r
 		start := g.clock.Now()
 		ticket, err := tr.Queues.Admit(ctx, key, cfg)
 		g.logWait(rec, services.WaitKindQueue, "request_queue", c.ID, start)
-		switch {
-		case err == nil:
-			a.ticket, a.queueKey, a.maxWait = &ticket, key, ticket.MaxWait()
-		case errors.Is(err, services.ErrUnavailable):
-			g.storeError(StoreRequestQueue, err)
-			a.queueKey = key // still learn from the response
-		default:
-			a.done()
-			return a, err
-		}
+		return a, g.queueTaken(a, key, ticket, err)
 	}
 	return a, nil
+}
+
+// admitPaired is admit's slot and queue through the stores' paired
+// admitter (one round trip to the shared state when both admit at once),
+// with the same outcomes and the same two waits in the log.
+func (g *Gateway) admitPaired(ctx context.Context, a *admission, t target, c *services.Connection, doc *resilience.Document, rec *LogRecord) error {
+	key := traffic.QueueKey(t.provider.ID, c.ID, "")
+	gates := traffic.DispatchGates{ConnectionID: c.ID, Limit: *c.MaxConcurrent, QueueKey: key,
+		Queue: queueConfig(doc).WithOverrides(c.RateLimitOverrides)}
+	start := g.clock.Now()
+	got := g.pair.AdmitDispatch(ctx, gates, func() {
+		g.logWait(rec, services.WaitKindSlot, "max_concurrent", c.ID, start)
+		start = g.clock.Now()
+	})
+	if err := g.slotTaken(a, got.Release, got.SlotErr); err != nil {
+		return err
+	}
+	g.logWait(rec, services.WaitKindQueue, "request_queue", c.ID, start)
+	return g.queueTaken(a, key, got.Ticket, got.QueueErr)
+}
+
+// slotTaken records the outcome of a slot admission in a: the release of a
+// slot held; an unavailable shared store is counted and fails open; any
+// other error ends the dispatch.
+func (g *Gateway) slotTaken(a *admission, release func(), err error) error {
+	switch {
+	case err == nil:
+		a.release = release
+	case errors.Is(err, services.ErrUnavailable):
+		g.storeError(StoreSlots, err)
+	default:
+		return err
+	}
+	return nil
+}
+
+// queueTaken records the outcome of a queue admission of key in a, as
+// slotTaken does; on a refusal a gives back what it holds.
+func (g *Gateway) queueTaken(a *admission, key string, ticket traffic.Ticket, err error) error {
+	switch {
+	case err == nil:
+		a.ticket, a.queueKey, a.maxWait = &ticket, key, ticket.MaxWait()
+	case errors.Is(err, services.ErrUnavailable):
+		g.storeError(StoreRequestQueue, err)
+		a.queueKey = key // still learn from the response
+	default:
+		a.done()
+		return err
+	}
+	return nil
 }
 
 // learn feeds upstream rate-limit headers to the queue of a protected

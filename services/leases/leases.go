@@ -17,8 +17,9 @@
 // fleet.go) also refresh it on each other's writes, and Check reads through
 // to the store before refusing a lease its mirror does not know.
 //
-// The package imports the standard library and switchyard/services only; it
-// must not import models, handlers, app or any ORM or HTTP framework.
+// The package imports the standard library, switchyard/services and
+// switchyard/services/events only; it must not import models, handlers, app
+// or any ORM or HTTP framework.
 package leases
 
 import (
@@ -34,6 +35,7 @@ import (
 	"time"
 
 	"switchyard/services"
+	"switchyard/services/events"
 )
 
 // Lease TTL bounds (acquire and renew ttlMs): default 120 000 ms, clamped to
@@ -120,8 +122,8 @@ type View struct {
 	ByConn  map[string]Holder // read-only
 }
 
-// Lease is one exclusive_leases row. Reused and TTL are not stored: they
-// describe the acquire or renew that returned the lease.
+// Lease is one exclusive_leases row. Reused, TTL and Ended are not stored:
+// they describe the acquire, renew or release that returned the lease.
 type Lease struct {
 	ID           string
 	OwnerHash    string // SHA-256 hex of the owner token; the token is never kept
@@ -138,6 +140,7 @@ type Lease struct {
 
 	Reused bool          // acquire renewed the owner's existing lease
 	TTL    time.Duration // effective TTL of the acquire or renew
+	Ended  bool          // release ended the lease (false when it had ended before)
 }
 
 // Live reports whether the lease is active and unexpired at now.
@@ -323,6 +326,11 @@ type Leases struct {
 	// while it was read.
 	changes uint64
 	view    atomic.Pointer[View]
+
+	// Events receives the leases that end on this process: released,
+	// invalidated, or gone from the mirror past their expiry. nil records
+	// nothing. Set before use.
+	Events events.Recorder
 }
 
 // New builds the service with an empty mirror; call Load at start.
@@ -404,17 +412,77 @@ func (s *Leases) refresh(ctx context.Context) error {
 	return nil
 }
 
+// heldLocked is the mirror's leases by id, for recordExpired; nil without
+// Events. Called with mu held.
+func (s *Leases) heldLocked() map[string]Lease {
+	if s.Events == nil {
+		return nil
+	}
+	m := make(map[string]Lease, len(s.byConn))
+	for _, l := range s.byConn {
+		m[l.ID] = l
+	}
+	return m
+}
+
+// recordExpired records the leases of before (heldLocked ahead of this
+// process's write) that the write and the reload after it took out of the
+// mirror past their expiry: they ran out of time. Rows the write changed
+// itself are recorded by the caller.
+func (s *Leases) recordExpired(before map[string]Lease, changed []Lease) {
+	if len(before) == 0 {
+		return
+	}
+	for _, l := range changed {
+		delete(before, l.ID)
+	}
+	now := s.now()
+	s.mu.RLock()
+	for _, l := range s.byConn {
+		delete(before, l.ID)
+	}
+	s.mu.RUnlock()
+	for _, l := range before {
+		if !now.Before(l.ExpiresAt) {
+			s.record(l, ReasonTTLExpired)
+		}
+	}
+}
+
+// record hands one ended lease to Events; an admin end is caused by "admin".
+func (s *Leases) record(l Lease, reason string) {
+	if s.Events == nil {
+		return
+	}
+	if reason == ReasonAdminEnded {
+		reason = events.CauseAdmin
+	}
+	s.Events.Record(events.Event{Type: events.LeaseEnded, Provider: l.Provider, ConnectionID: l.ConnectionID,
+		LeaseID: l.ID, Cause: reason})
+}
+
+// recordEnded records the rows a write ended (invalidations, a release).
+func (s *Leases) recordEnded(ls []Lease) {
+	for _, l := range ls {
+		if l.State != StateActive {
+			s.record(l, l.EndReason)
+		}
+	}
+}
+
 // wrote updates the mirror after a successful write: first with the rows
 // the write returned, then with a full reload (which also sees writers
 // sharing the store). If the reload fails the patched mirror stands.
 func (s *Leases) wrote(ctx context.Context, changed ...Lease) {
 	s.mu.Lock()
+	before := s.heldLocked()
 	for _, l := range changed {
 		s.patchLocked(l)
 	}
 	s.publish()
 	s.mu.Unlock()
 	_ = s.refresh(context.WithoutCancel(ctx))
+	s.recordExpired(before, changed)
 }
 
 // patchLocked puts one row into the mirror: an active row replaces what
@@ -552,6 +620,9 @@ func (s *Leases) Release(ctx context.Context, key services.APIKey, owner string,
 	s.wrote(ctx, l)
 	s.wmu.Unlock()
 	s.announce(ctx, l)
+	if l.Ended {
+		s.recordEnded([]Lease{l})
+	}
 	return l, nil
 }
 
@@ -631,6 +702,7 @@ func (s *Leases) Invalidate(ctx context.Context, connID, reason string) (int, er
 	s.wrote(ctx, ended...)
 	s.wmu.Unlock()
 	s.announce(ctx, ended...)
+	s.recordEnded(ended)
 	return len(ended), nil
 }
 
@@ -649,6 +721,7 @@ func (s *Leases) InvalidateKey(ctx context.Context, keyID, reason string) (int, 
 	s.wrote(ctx, ended...)
 	s.wmu.Unlock()
 	s.announce(ctx, ended...)
+	s.recordEnded(ended)
 	return len(ended), nil
 }
 

@@ -274,6 +274,7 @@ func (s *TxStore) Release(ctx context.Context, req FenceRequest) (Lease, error) 
 			if err := tx.Update(l); err != nil {
 				return err
 			}
+			l.Ended = true
 		}
 		out = l
 		return nil

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"switchyard/services"
+	"switchyard/services/events"
 )
 
 // What the pages, the API and health read of the breakers, and the admin
@@ -113,16 +114,16 @@ func (r *Breakers) All() []BreakerStatus {
 // resetBreakerLocked sets CLOSED with zero counters and a new generation, so
 // outcomes of requests admitted before the reset are ignored. It reports
 // whether the breaker held any state.
-func resetBreakerLocked(b *breaker) bool {
+func resetBreakerLocked(b *breaker) (had bool, was uint64) {
 	st, gen := b.load()
-	had := st != brkClosed || b.failureCount != 0
+	had = st != brkClosed || b.failureCount != 0
 	b.set(brkClosed, gen+1)
 	b.failureCount, b.openCycleCount, b.halfOpenInFlight, b.pendingLeak = 0, 0, 0, 0
 	b.open.Store(nil) // fewer probes out: no longer busy
 	b.count.Store(0)
 	b.dirty.Store(false)
 	b.openedAt, b.lastFailureAt, b.lastFailureReason, b.probeUntil = time.Time{}, time.Time{}, "", time.Time{}
-	return had
+	return had, st
 }
 
 // Reset sets provider's breaker CLOSED with zero counters and deletes its
@@ -140,7 +141,8 @@ func (r *Breakers) Reset(ctx context.Context, provider string) error {
 	defer b.opMu.Unlock()
 	now := r.clock.Now()
 	b.mu.Lock()
-	if resetBreakerLocked(b) {
+	had, was := resetBreakerLocked(b)
+	if had {
 		r.log.Info("breaker reset", "provider", provider)
 	}
 	snap := r.snapshotLocked(b, now)
@@ -150,6 +152,7 @@ func (r *Breakers) Reset(ctx context.Context, provider string) error {
 		return fmt.Errorf("resilience: reset breaker %s: %w", provider, err)
 	}
 	r.publishRow(ctx, provider, snap, false)
+	r.recordReset(provider, was)
 	return nil
 }
 
@@ -164,10 +167,12 @@ func (r *Breakers) ResetAll(ctx context.Context) (int, error) {
 		reg[name].opMu.Lock()
 	}
 	n := 0
-	for _, name := range names {
+	was := make([]uint64, len(names))
+	for i, name := range names {
 		b := reg[name]
 		b.mu.Lock()
-		if resetBreakerLocked(b) {
+		var had bool
+		if had, was[i] = resetBreakerLocked(b); had {
 			n++
 		}
 		b.mu.Unlock()
@@ -188,5 +193,15 @@ func (r *Breakers) ResetAll(ctx context.Context) (int, error) {
 	// The other replicas reload: rows they hold and this one does not are
 	// gone too.
 	r.pub.publish(ctx, services.Change{Kind: services.ChangeBreaker})
+	for i, name := range names {
+		r.recordReset(name, was[i])
+	}
 	return n, nil
+}
+
+// recordReset records the admin closing a breaker that was not closed.
+func (r *Breakers) recordReset(provider string, was uint64) {
+	if r.Events != nil && was != brkClosed {
+		r.Events.Record(events.Event{Type: events.BreakerClosed, Provider: provider, Cause: events.CauseAdmin})
+	}
 }

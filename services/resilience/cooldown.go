@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"switchyard/services"
+	"switchyard/services/events"
 )
 
 // Connection cooldowns and terminal states (20-resilience §4).
@@ -101,6 +102,10 @@ type Cooldowns struct {
 	// state (and after a connection is forgotten), so a reader that cached
 	// what Flags, Cooling and BackoffLevel answered knows when to ask again.
 	version atomic.Uint64
+
+	// Events receives the cooldowns and terminal states this process sets
+	// and clears; nil records nothing.
+	Events events.Recorder
 
 	pub   publisher
 	guard storeGuard
@@ -407,8 +412,21 @@ func (c *Cooldowns) Apply(ctx context.Context, info ConnInfo, cls Classification
 			e.episodeAt = now
 		}
 		c.enteredTerminal(ctx, info, old, st)
+		switch {
+		case st.TerminalStatus != "" && old.TerminalStatus == "":
+			c.record(events.TerminalSet, info.Provider, info.ID, string(cls.Reason), cls.Status)
+		case episode:
+			c.record(events.CooldownSet, info.Provider, info.ID, string(cls.Reason), cls.Status)
+		}
 	}
 	return eff
+}
+
+// record hands one event to Events (nil: nothing).
+func (c *Cooldowns) record(t events.Type, provider, id, cause string, status int) {
+	if c.Events != nil {
+		c.Events.Record(events.Event{Type: t, Provider: provider, ConnectionID: id, Cause: cause, Status: status})
+	}
 }
 
 // Preview is what Apply would do to a connection in state from, without
@@ -569,11 +587,14 @@ func (c *Cooldowns) Success(ctx context.Context, id string) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	c.decide(ctx, e, id, c.now(), false, func(old services.ConnectionState) services.ConnectionState {
+	old, _, changed, _ := c.decide(ctx, e, id, c.now(), false, func(old services.ConnectionState) services.ConnectionState {
 		st := old
 		clearRoutingState(&st)
 		return st
 	})
+	if changed && old.RateLimitedUntil != nil {
+		c.record(events.CooldownCleared, "", id, events.CauseSuccess, 0)
+	}
 }
 
 // Reset is the admin reset (POST /api/connections/{id}/reset): every field
@@ -584,7 +605,8 @@ func (c *Cooldowns) Reset(ctx context.Context, id string) error {
 	e := c.entry(id)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	st := services.ConnectionState{TestStatus: e.snapshot().TestStatus}
+	old := e.snapshot()
+	st := services.ConnectionState{TestStatus: old.TestStatus}
 	wctx, cancel := decisionContext(ctx)
 	defer cancel()
 	cur, _, err := c.store.CompareAndSaveState(wctx, id, -1, st)
@@ -595,6 +617,12 @@ func (c *Cooldowns) Reset(ctx context.Context, id string) error {
 		return fmt.Errorf("resilience: reset connection %s: %w", id, err)
 	}
 	c.written(ctx, e, id, cur.Version, st, c.now())
+	switch {
+	case old.TerminalStatus != "":
+		c.record(events.TerminalReset, "", id, events.CauseAdmin, 0)
+	case hasRoutingState(old):
+		c.record(events.CooldownCleared, "", id, events.CauseAdmin, 0)
+	}
 	return nil
 }
 
@@ -652,6 +680,7 @@ func (c *Cooldowns) ClearCooldownsDetailed(ctx context.Context, ids []string) (C
 			res.SkippedTerminal = append(res.SkippedTerminal, id)
 		case changed:
 			res.Cleared = append(res.Cleared, id)
+			c.record(events.CooldownCleared, "", id, events.CauseAdmin, 0)
 		default:
 			res.Unchanged = append(res.Unchanged, id)
 		}

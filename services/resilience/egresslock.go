@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"switchyard/services"
+	"switchyard/services/events"
 )
 
 // Egress-group lock (20-resilience §12): some providers limit by outbound IP
@@ -183,6 +184,7 @@ func (c *Cooldowns) ApplyEgressLock(ctx context.Context, failing ConnInfo, sibli
 		se.mu.Lock()
 		if c.extendDeadline(ctx, se, s, deadline, reason) {
 			cooled = append(cooled, s.ID)
+			c.record(events.CooldownSet, s.Provider, s.ID, events.CauseEgressLock, 0)
 		}
 		se.mu.Unlock()
 	}

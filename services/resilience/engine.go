@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"switchyard/services"
+	"switchyard/services/events"
 )
 
 // Engine applies the resilience mechanisms in the order of 20-resilience
@@ -43,6 +44,13 @@ func (e *Engine) storeError(mechanism string, err error) {
 func NewEngine(clock services.Clock, cls *Classifier, br *Breakers, gate WindowGateStore, cd *Cooldowns, lo *Lockouts,
 	doc func() *Document, egress func() EgressLockConfig) *Engine {
 	return &Engine{clock: clock, Classifier: cls, Breakers: br, Gate: gate, Cooldowns: cd, Lockouts: lo, doc: doc, egress: egress}
+}
+
+// SetEvents gives the breakers, cooldowns and lockouts the recorder of
+// the transitions they decide (Runtime page, Recent events). Call it before
+// serving; nil records nothing.
+func (e *Engine) SetEvents(r events.Recorder) {
+	e.Breakers.Events, e.Cooldowns.Events, e.Lockouts.Events = r, r, r
 }
 
 // ConnRef is what the engine needs to know of a connection.
@@ -146,7 +154,7 @@ func (e *Engine) Success(ctx context.Context, adm Admission, connectionID, model
 
 // Effect records one state change a failure caused (request log effects[]).
 type Effect struct {
-	Kind           string    `json:"kind"` // connection_cooldown, model_lockout, terminal, breaker_counted, window_gate, egress_lock
+	Kind           string    `json:"kind"` // connection_cooldown, model_lockout, terminal, breaker_counted, breaker_opened, window_gate, egress_lock
 	Until          time.Time `json:"until,omitempty"`
 	LockKey        string    `json:"lockKey,omitempty"`
 	TerminalStatus string    `json:"terminalStatus,omitempty"`
@@ -202,9 +210,12 @@ func (e *Engine) Failure(ctx context.Context, adm Admission, conn ConnRef, f Fai
 		e.storeError("window_gate", e.Gate.ProviderScope(ctx, conn.Provider, conn.Profile, cls.CooldownMs))
 		out.Effects = append(out.Effects, Effect{Kind: "window_gate"})
 	}
-	e.Breakers.Failure(adm.Provider, conn.Profile, adm.Gen, adm.Probe, cls.Breaker, newEpisode, string(cls.Reason))
+	opened := e.Breakers.Failure(adm.Provider, conn.Profile, adm.Gen, adm.Probe, cls.Breaker, newEpisode, string(cls.Reason))
 	if cls.Breaker && newEpisode {
 		out.Effects = append(out.Effects, Effect{Kind: "breaker_counted"})
+	}
+	if opened {
+		out.Effects = append(out.Effects, Effect{Kind: "breaker_opened"})
 	}
 	if cfg := e.egress(); EgressLockTriggered(cfg, conn.Provider, cls) && siblings != nil {
 		group := conn.group()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"switchyard/services"
+	"switchyard/services/events"
 )
 
 // Model lockout (20-resilience §7): one model, or its quota family, taken out
@@ -157,6 +158,9 @@ type Lockouts struct {
 	// MaxRetryHint returns connectionCooldown.maxRetryHintMs, the cap of a
 	// quota reset; nil means the default of 7 days. Set before use.
 	MaxRetryHint func() time.Duration
+	// Events receives the lockouts this process sets and the admin clears;
+	// nil records nothing. Set before use.
+	Events events.Recorder
 
 	// writers: per-connection mutations hold it shared, bulk ones exclusively.
 	writers sync.RWMutex
@@ -349,6 +353,10 @@ func (l *Lockouts) Apply(ctx context.Context, provider, connectionID, model stri
 			continue
 		}
 		if newEpisode {
+			if l.Events != nil {
+				l.Events.Record(events.Event{Type: events.LockoutSet, Provider: provider, ConnectionID: connectionID,
+					Model: rec.Model, Cause: string(c.Reason), Status: c.Status})
+			}
 			l.log.Info("model locked", "provider", provider, "connection_id", connectionID, "model", model,
 				"key_shape", string(key.Shape), "lock_key", key.Key, "reason", string(c.Reason), "status", c.Status,
 				"failure_count", rec.FailureCount, "cooldown_ms", rec.LastCooldownMs)
@@ -534,14 +542,36 @@ func (l *Lockouts) Clear(ctx context.Context, filter LockFilter) (int, error) {
 	if _, err := l.store.DeleteLockouts(ctx, filter); err != nil {
 		return 0, fmt.Errorf("resilience: clear lockouts: %w", err)
 	}
-	active := l.clearFilter(filter)
+	var cleared []LockoutRecord
+	keep := func(r LockoutRecord) { cleared = append(cleared, r) }
+	if l.Events == nil {
+		keep = nil
+	}
+	active := l.clearFilter(filter, keep)
 	l.pub.publish(ctx, services.Change{Kind: services.ChangeModelLockout, Key: lockClearKey, Payload: encodeLockFilter(filter)})
+	l.recordCleared(cleared)
 	return active, nil
 }
 
+// recordCleared records one admin clear per model and connection (a model
+// may be locked under several key shapes).
+func (l *Lockouts) recordCleared(cleared []LockoutRecord) {
+	seen := map[[3]string]bool{}
+	for _, r := range cleared {
+		k := [3]string{r.Provider, r.ConnectionID, r.Model}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		l.Events.Record(events.Event{Type: events.LockoutCleared, Provider: r.Provider, ConnectionID: r.ConnectionID,
+			Model: r.Model, Cause: events.CauseAdmin})
+	}
+}
+
 // clearFilter drops the records the filter selects from memory and
-// returns how many were active; writers are excluded.
-func (l *Lockouts) clearFilter(filter LockFilter) int {
+// returns how many were active, handing each active one to cleared when
+// it is not nil; writers are excluded.
+func (l *Lockouts) clearFilter(filter LockFilter, cleared func(LockoutRecord)) int {
 	now := l.clock.Now()
 	active := 0
 	for i := range l.shards {
@@ -551,6 +581,9 @@ func (l *Lockouts) clearFilter(filter LockFilter) int {
 			if filter.Matches(k) {
 				if r.Active(now) {
 					active++
+					if cleared != nil {
+						cleared(r)
+					}
 				}
 				delete(sh.recs, k)
 				l.size.Add(-1)

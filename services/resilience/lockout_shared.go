@@ -231,6 +231,12 @@ func (l *Lockouts) writeDiagnostics(ctx context.Context, rec LockoutRecord, now 
 		return fmt.Errorf("resilience: last failure of lockout %s: %w", rec.LockKey, err)
 	}
 	l.withMeta(rec.LockKey, func(m *lockMeta) { m.diag, m.diagSeen, m.lastWrite = false, false, now })
+	// The other mirrors learn the later last failure too (at the same
+	// version): it decides when the key's escalation memory ends, and a
+	// mirror judging it on an older time would start a new episode where
+	// this one escalates.
+	l.pub.publish(ctx, services.Change{Kind: services.ChangeModelLockout, Key: rec.LockKey.String(), Version: rec.Version,
+		Payload: encodeLock(rec, false)})
 	return nil
 }
 
@@ -298,7 +304,7 @@ func (l *Lockouts) onChange(ctx context.Context, ch services.Change) error {
 			return l.Resync(ctx)
 		}
 		l.writers.Lock()
-		l.clearFilter(filter)
+		l.clearFilter(filter, nil)
 		l.writers.Unlock()
 		return nil
 	}
@@ -307,6 +313,9 @@ func (l *Lockouts) onChange(ctx context.Context, ch services.Change) error {
 		return l.Resync(ctx)
 	}
 	rec.Version = ch.Version
+	if !del && l.laterFailure(rec) {
+		return nil
+	}
 	if l.notNewer(rec.LockKey, ch.Version) {
 		if !del && l.hiddenByTomb(rec.LockKey, ch.Version) {
 			return l.adoptStored(ctx, rec.LockKey)
@@ -335,6 +344,31 @@ func (l *Lockouts) onChange(ctx context.Context, ch services.Change) error {
 	}
 	l.put(rec)
 	return nil
+}
+
+// laterFailure applies a published last-failure time (writeDiagnostics)
+// to the record of the same version this mirror holds, and reports whether
+// rec was that: same version, same lock, a later LastFailureAt only.
+func (l *Lockouts) laterFailure(rec LockoutRecord) bool {
+	held, ok := l.get(rec.LockKey)
+	if !ok || held.Version != rec.Version || !rec.LastFailureAt.After(held.LastFailureAt) {
+		return false
+	}
+	probe := held
+	probe.LastFailureAt = rec.LastFailureAt
+	if !sameLock(probe, rec) {
+		return false
+	}
+	l.writers.RLock()
+	defer l.writers.RUnlock()
+	mu := l.connMutex(rec.Provider, rec.ConnectionID)
+	mu.Lock()
+	defer mu.Unlock()
+	if cur, ok := l.get(rec.LockKey); ok && cur.Version == rec.Version && rec.LastFailureAt.After(cur.LastFailureAt) {
+		cur.LastFailureAt = rec.LastFailureAt
+		l.putQuiet(cur)
+	}
+	return true
 }
 
 // hiddenByTomb reports whether a record at version v is refused only
@@ -430,6 +464,12 @@ func (l *Lockouts) Resync(ctx context.Context) error {
 			l.drop(k)
 		case !lfound || local != r:
 			l.put(r)
+			fallthrough
+		default:
+			// The stored row is the live one, whatever its version (as in
+			// adoptStored): a tombstone of an earlier deletion would
+			// otherwise hide the deletion of this row from the feed.
+			l.withMeta(k, func(m *lockMeta) { m.tomb = 0 })
 		}
 	}
 	return nil

@@ -1265,13 +1265,6 @@ func TestRapidResilienceModel(t *testing.T) {
 }
 
 func TestRapidResilienceModelTwoMirrors(t *testing.T) {
-	if os.Getenv("SWITCHYARD_RAPID_MIRRORS") == "" {
-		// Still finds divergences of the lockouts' escalation memory when
-		// notifications are lost and mirrors resync (a deleted row's
-		// tombstone against a row re-inserted elsewhere); cooldowns,
-		// breakers and probes agree.
-		t.Skip("set SWITCHYARD_RAPID_MIRRORS=1: the two-mirror model still diverges on lockout escalation memory after lost notifications")
-	}
 	mdlFlags(t)
 	t.Logf("rapid.checks=%s", flag.Lookup("rapid.checks").Value.String())
 	rapid.Check(t, func(rt *rapid.T) {

@@ -86,16 +86,29 @@ type minute struct {
 	cost                                     services.Cost
 	unpriced                                 int
 	latency, ttfb                            histogram
-	byKey, byConn, byModel                   map[string]*Usage
-	failing                                  map[failKey]*failAgg
+	// upstream and upstreamTTFB are the serving attempt's own share of
+	// latency and ttfb (what remains once the time before it started is
+	// taken off: waits, failed attempts); lat and ttfb hold the sums of the
+	// judged requests' times and of their waits (Judge).
+	upstream, upstreamTTFB histogram
+	lat, first             waitSum
+	byKey, byConn, byModel map[string]*Usage
+	failing                map[failKey]*failAgg
 }
 
 func (m *minute) reset(at int64) {
-	lat, ttfb := m.latency, m.ttfb
+	lat, ttfb, up, upTTFB := m.latency, m.ttfb, m.upstream, m.upstreamTTFB
 	lat.reset()
 	ttfb.reset()
-	*m = minute{at: at, latency: lat, ttfb: ttfb}
+	up.reset()
+	upTTFB.reset()
+	*m = minute{at: at, latency: lat, ttfb: ttfb, upstream: up, upstreamTTFB: upTTFB}
 }
+
+// waitSum is the total time of some requests and the part they spent waiting.
+type waitSum struct{ totalMs, waitedMs int64 }
+
+func (w *waitSum) merge(o waitSum) { w.totalMs += o.totalMs; w.waitedMs += o.waitedMs }
 
 // Record counts a batch of finished requests into the minute each arrived
 // in; entries older than the ring or from the future are ignored.
@@ -146,9 +159,11 @@ func (m *minute) add(e *services.RequestLogEntry) {
 		if e.Stream {
 			if e.TtftMs != nil {
 				m.ttfb.add(*e.TtftMs)
+				m.judge(&m.upstreamTTFB, &m.first, e, *e.TtftMs)
 			}
 		} else {
 			m.latency.add(e.LatencyMs)
+			m.judge(&m.upstream, &m.lat, e, e.LatencyMs)
 		}
 	}
 	if e.EstimatedCost.Known {
@@ -172,6 +187,27 @@ func (m *minute) add(e *services.RequestLogEntry) {
 		u.add(e)
 	}
 	m.addFailures(e)
+}
+
+// judge records the upstream's own part of a request's time total (its
+// latency, or its time to first byte) and the time it waited. The
+// upstream's part is total minus the serving (last) attempt's start offset:
+// everything before that attempt began — cooldown, slot and queue waits,
+// retry delays, failed attempts — is the gateway's. Rows without a
+// timeline (Waits nil: written before it was recorded, or refused before
+// any attempt) are not judged.
+func (m *minute) judge(up *histogram, sum *waitSum, e *services.RequestLogEntry, total int64) {
+	if e.Waits == nil || len(e.AttemptLog) == 0 {
+		return
+	}
+	last := &e.AttemptLog[len(e.AttemptLog)-1]
+	up.add(min(max(total-last.StartOffsetMs, 0), total))
+	var waited int64
+	for i := range e.Waits {
+		waited += e.Waits[i].WaitedMs
+	}
+	sum.totalMs += max(total, 0)
+	sum.waitedMs += min(max(waited, 0), max(total, 0))
 }
 
 // Usage is the traffic of one client key, connection or served model.
@@ -307,6 +343,9 @@ type Summary struct {
 	// Latency is over non-streamed requests (receipt to last byte); TTFB
 	// over streamed ones (receipt to first useful byte).
 	Latency, TTFB Percentiles
+	// LatencyJudgement and TTFBJudgement compare Latency and TTFB with the
+	// upstream's own part of them (see Judgement).
+	LatencyJudgement, TTFBJudgement Judgement
 	// TokensIn and TokensOut are prompt and completion tokens.
 	TokensIn, TokensOut int64
 	// Cost is the estimated cost of the requests with a known price;
@@ -322,6 +361,42 @@ type Summary struct {
 	// serving connection and per served "provider/model", the highest
 	// estimated cost first, then the most requests.
 	ByKey, ByConnection, ByModel []Usage
+}
+
+// Judgement says whether the gateway's percentile is far above what the
+// upstreams themselves took: the same percentile of the serving attempt's
+// own time (the request's time minus everything before that attempt
+// started), and the share of the requests' time spent waiting (cooldown,
+// slot and queue waits, retry delays).
+type Judgement struct {
+	// Upstream is the p50/p95 of the serving attempts' own time.
+	Upstream Percentiles
+	// WaitShare is waited / total time over the judged requests, 0–1;
+	// valid when Upstream.Count > 0.
+	WaitShare float64
+	// Flagged: the p95 is at least FlagRatio times the upstream's p95 and
+	// at least FlagMinExtraMs above it.
+	Flagged bool
+}
+
+// A p95 is flagged when it is at least FlagRatio times the upstreams' own
+// p95 and at least FlagMinExtraMs above it: twice the time, and a second
+// more, is what a client notices; a fast model's 40 ms against 15 ms is not.
+const (
+	FlagRatio      = 2.0
+	FlagMinExtraMs = 1000
+)
+
+func judgement(p95 int64, up *histogram, sum waitSum) Judgement {
+	j := Judgement{Upstream: up.percentiles()}
+	if j.Upstream.Count == 0 {
+		return j
+	}
+	if sum.totalMs > 0 {
+		j.WaitShare = float64(sum.waitedMs) / float64(sum.totalMs)
+	}
+	j.Flagged = float64(p95) >= FlagRatio*float64(j.Upstream.P95) && p95-j.Upstream.P95 >= FlagMinExtraMs
+	return j
 }
 
 // SuccessRate is Succeeded / (Requests − Aborted); ok is false when no request counts.
@@ -383,7 +458,8 @@ func (r *Recorder) Summary(window string) Summary {
 	}
 	end := now.Unix() / 60
 	first := end - int64(span/time.Minute) + 1
-	var lat, ttfb histogram
+	var lat, ttfb, up, upTTFB histogram
+	var latSum, ttfbSum waitSum
 	byKey, byConn, byModel := map[string]*Usage{}, map[string]*Usage{}, map[string]*Usage{}
 	failing := map[failKey]*failAgg{}
 	s.PerMinute = make([]Point, 0, end-first+1)
@@ -408,6 +484,10 @@ func (r *Recorder) Summary(window string) Summary {
 		s.Unpriced += m.unpriced
 		lat.merge(&m.latency)
 		ttfb.merge(&m.ttfb)
+		up.merge(&m.upstream)
+		upTTFB.merge(&m.upstreamTTFB)
+		latSum.merge(m.lat)
+		ttfbSum.merge(m.first)
 		mergeUsage(byKey, m.byKey)
 		mergeUsage(byConn, m.byConn)
 		mergeUsage(byModel, m.byModel)
@@ -426,6 +506,8 @@ func (r *Recorder) Summary(window string) Summary {
 	}
 	r.mu.Unlock()
 	s.Latency, s.TTFB = lat.percentiles(), ttfb.percentiles()
+	s.LatencyJudgement = judgement(s.Latency.P95, &up, latSum)
+	s.TTFBJudgement = judgement(s.TTFB.P95, &upTTFB, ttfbSum)
 	s.ByKey, s.ByConnection, s.ByModel = sortedUsage(byKey), sortedUsage(byConn), sortedUsage(byModel)
 	for k, a := range failing {
 		s.Failing = append(s.Failing, FailingTarget{Provider: k.provider, Model: k.model, ConnectionID: k.conn, Failures: a.n, Last: a.last})

@@ -191,3 +191,56 @@ func TestParseWindow(t *testing.T) {
 		}
 	}
 }
+
+// The Overview's latency judgement: 20 requests that waited 4 s for a
+// cooldown before an upstream that answered in 500 ms are flagged, with
+// the share of their time spent waiting; fast requests without waits are not.
+func TestSummaryJudgesLatencyAgainstTheUpstream(t *testing.T) {
+	clock := testkit.NewFakeClock(t0)
+	r := stats.NewRecorder(clock)
+	now := clock.Now()
+	var slow, fast []services.RequestLogEntry
+	for i := range 20 {
+		slow = append(slow, services.RequestLogEntry{CreatedAt: now, Status: 200, Outcome: services.RequestOutcomeSuccess,
+			LatencyMs: 4500 + int64(i),
+			Waits:     []services.WaitRecord{{Kind: services.WaitKindSingle, Reason: "rate_limit", WaitedMs: 3900}},
+			AttemptLog: []services.AttemptRecord{
+				{Seq: 0, Outcome: "rate_limit", LatencyMs: 20},
+				{Seq: 1, Outcome: "success", StartOffsetMs: 4000, LatencyMs: 500 + int64(i)},
+			}})
+		// A stream whose first byte came 3 s after receipt, 2.9 s of it waiting.
+		ttft := int64(3000)
+		slow = append(slow, services.RequestLogEntry{CreatedAt: now, Status: 200, Stream: true, Outcome: services.RequestOutcomeSuccess,
+			TtftMs: &ttft, LatencyMs: 9000,
+			Waits:      []services.WaitRecord{{Kind: services.WaitKindSlot, Reason: "max_concurrent", WaitedMs: 2900}},
+			AttemptLog: []services.AttemptRecord{{Seq: 0, Outcome: "success", StartOffsetMs: 2900, LatencyMs: 6100}}})
+		fast = append(fast, services.RequestLogEntry{CreatedAt: now, Status: 200, Outcome: services.RequestOutcomeSuccess,
+			LatencyMs: 40, Waits: []services.WaitRecord{}, AttemptLog: []services.AttemptRecord{{Outcome: "success", StartOffsetMs: 1, LatencyMs: 39}}})
+	}
+	// A row written before the timeline existed (Waits nil) is not judged.
+	fast = append(fast, services.RequestLogEntry{CreatedAt: now, Status: 200, Outcome: services.RequestOutcomeSuccess, LatencyMs: 30,
+		AttemptLog: []services.AttemptRecord{{Outcome: "success", LatencyMs: 30}}})
+
+	r.Record(fast)
+	s := r.Summary(stats.Window1h)
+	if j := s.LatencyJudgement; j.Flagged || j.Upstream.Count != 20 || j.WaitShare != 0 {
+		t.Errorf("fast traffic judged %+v", j)
+	}
+	r.Record(slow)
+	s = r.Summary(stats.Window1h)
+	j := s.LatencyJudgement
+	if !j.Flagged || j.Upstream.Count != 40 {
+		t.Fatalf("latency p95 %d judged %+v, want flagged over 40 requests", s.Latency.P95, j)
+	}
+	if j.Upstream.P95 < 480 || j.Upstream.P95 > 560 {
+		t.Errorf("upstream p95 %d, want about 500–519 ms", j.Upstream.P95)
+	}
+	// Waited 20 × 3,900 ms of 20 × ~4,510 + 20 × 40 ms.
+	if j.WaitShare < 0.83 || j.WaitShare > 0.86 {
+		t.Errorf("wait share %.3f, want ≈ 0.85", j.WaitShare)
+	}
+	tj := s.TTFBJudgement
+	if !tj.Flagged || tj.Upstream.Count != 20 || tj.Upstream.P50 != 100 || fmt.Sprintf("%.3f", tj.WaitShare) != "0.967" {
+		t.Errorf("first byte p95 %d judged %+v, want flagged, upstream 100 ms, 2.9 of 3 s waited", s.TTFB.P95, tj)
+	}
+}

@@ -82,6 +82,52 @@ var (
 	_ RateStore = (*Queues)(nil)
 )
 
+// DispatchPairer is an optional interface of a shared SlotStore whose state
+// lives beside a RateStore's (one Redis): PairWith returns the
+// DispatchAdmitter that decides a dispatch's slot and queue ticket over both
+// stores together, or nil when rs is not one it can pair with. The gateway
+// asks once, when it is built.
+type DispatchPairer interface {
+	PairWith(rs RateStore) DispatchAdmitter
+}
+
+// DispatchAdmitter takes the max_concurrent slot and the request-queue
+// ticket of one dispatch through a connection that has both: what
+// SlotStore.Acquire followed by RateStore.Admit take, with their outcomes,
+// in one step where the shared state allows it (one round trip instead of
+// two when both admit at once).
+//
+// AdmitDispatch behaves as Acquire(ctx, g.ConnectionID, g.Limit) and then,
+// unless Acquire failed with an error other than services.ErrUnavailable
+// (the gateway's fail-open), Admit(ctx, g.QueueKey, g.Queue): the queue is
+// consulted only once the slot is held (or failed open), a request waiting
+// for a slot has not reached the queue, and every wait, refusal, fallback
+// and counter is the one of the two calls. slotDone is called once, when the
+// slot's part ends and before the queue's begins (the caller logs the two
+// waits apart).
+type DispatchAdmitter interface {
+	AdmitDispatch(ctx context.Context, g DispatchGates, slotDone func()) DispatchAdmission
+}
+
+// DispatchGates names the two gates of one dispatch.
+type DispatchGates struct {
+	ConnectionID string
+	// Limit is the connection's maxConcurrent.
+	Limit    int
+	QueueKey string
+	Queue    QueueConfig
+}
+
+// DispatchAdmission is what AdmitDispatch took: Acquire's release (never
+// nil) and error, and Admit's ticket and error (zero when the queue was not
+// consulted). On a QueueErr the slot is still held: Release gives it back.
+type DispatchAdmission struct {
+	Release  func()
+	SlotErr  error
+	Ticket   Ticket
+	QueueErr error
+}
+
 // TicketOwner is the RateStore side of a Ticket: the limiter of one key
 // (the in-process one is the key's queue), told what Done and
 // ExecutionTimeout say. Implementations outside this package build their
