@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -29,7 +30,7 @@ func BenchmarkDispatchAdmission(b *testing.B) {
 	go func() { c.RunReleaser(rctx); close(released) }()
 	defer func() { stop(); <-released }()
 	for !c.Releasing() {
-		time.Sleep(time.Millisecond)
+		runtime.Gosched() // the releaser's goroutine marks itself running first thing
 	}
 	prefix := fmt.Sprintf("bench%d", os.Getpid())
 	cfg := traffic.SlotConfig{Enabled: true, QueueDepth: 50, SlotWaitMs: 60_000}
