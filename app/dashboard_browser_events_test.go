@@ -4,15 +4,10 @@ import (
 	"context"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/emulation"
-	"github.com/chromedp/cdproto/network"
-	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"switchyard/internal/testkit"
@@ -23,56 +18,6 @@ import (
 // Chromium (50-dashboard §6.8): a failing request shows up as an event, the
 // pins a session made are cleared through the confirmation panel, and the
 // page has no serious or critical axe violation with rows in the panel.
-
-// brOpen starts a headless Chromium tab (as TestDashboardBrowser does:
-// fresh profile, error recorder in every document, no transitions), with
-// screenshots going to dir.
-func brOpen(t *testing.T, exe, dir string) *brBrowser {
-	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 800))
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	b := &brBrowser{t: t, dir: dir, name: "start", responses: map[network.RequestID]brResponse{}, expected: map[string]int64{}}
-	tabCtx, cancelTab := chromedp.NewContext(allocCtx, chromedp.WithListener(b.listen))
-	b.ctx = tabCtx
-	t.Cleanup(func() {
-		if b.stop != nil {
-			b.stop()
-		}
-		cancelTab()
-		cancelAlloc()
-	})
-	t.Cleanup(func() {
-		if !t.Failed() {
-			return
-		}
-		ctx, cancel := context.WithTimeout(tabCtx, 10*time.Second)
-		defer cancel()
-		if buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
-			_ = os.WriteFile(filepath.Join(dir, "failure.png"), buf, 0o644)
-		}
-		if html, err := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("html"))); err == nil {
-			_ = os.WriteFile(filepath.Join(dir, "failure.html"), []byte(html), 0o644)
-		}
-		t.Logf("failure.png and failure.html (step %s) in %s", b.name, dir)
-	})
-	if err := chromedp.Do(tabCtx); err != nil {
-		t.Fatalf("starting %s: %v", exe, err)
-	}
-	b.step("start browser", 30*time.Second)
-	b.do(chromedp.EmulateViewport(1280, 800))
-	if _, err := chromedp.Call(b.sctx, page.AddScriptToEvaluateOnNewDocument,
-		page.AddScriptToEvaluateOnNewDocumentParams{Source: brInitScript}); err != nil {
-		t.Fatalf("init script: %v", err)
-	}
-	if _, err := chromedp.Call(b.sctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
-		Features: []*emulation.MediaFeature{{Name: "prefers-reduced-motion", Value: "reduce"}}}); err != nil {
-		t.Fatalf("reduced motion: %v", err)
-	}
-	return b
-}
 
 // brChatSession sends one chat request of a client session (X-Session-Id)
 // and fails unless it is answered 200.
@@ -107,15 +52,7 @@ func TestDashboardBrowserRecentEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	clientKey := strings.TrimSpace(strings.TrimPrefix(line, "demo client key: "))
-	dir := os.Getenv("SWITCHYARD_ARTIFACTS")
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "switchyard-events-*"); err != nil {
-			t.Fatal(err)
-		}
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	b := brOpen(t, exe, dir)
+	b := brOpen(t, exe, brArtifacts(t, "switchyard-events-*"))
 
 	b.step("1 sign in", brStepTimeout)
 	b.do(chromedp.Navigate(base+"/runtime"), chromedp.WaitVisible(brTID(views.LoginFormID)),

@@ -1,23 +1,16 @@
 package app_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/cdproto/cdp"
-	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/fetch"
-	"github.com/chromedp/cdproto/network"
-	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
@@ -63,21 +56,13 @@ func TestDashboardBrowserLiveTail(t *testing.T) {
 	env := map[string]string{"SWITCHYARD_DATA_DIR": t.TempDir(), "SWITCHYARD_ADMIN_PASSWORD": brAdminPassword}
 	gw := testkit.StartApp(t, []string{"--allow-private-upstreams", fu.Addr()}, env)
 	base := gw.BaseURL
-	b := ltStartBrowser(t, exe)
+	b := brOpen(t, exe, brArtifacts(t, "switchyard-livetail-*"))
 	api := &brAPI{t: t, b: b, base: base, client: &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error {
 		return http.ErrUseLastResponse
 	}}}
 
 	b.step("sign in and seed", brStepTimeout)
-	b.do(chromedp.Navigate(base+"/login"), chromedp.WaitVisible(brTID(views.LoginFormID)),
-		brFill("#password", brAdminPassword), chromedp.Click(brTID("login-submit")),
-		chromedp.WaitVisible(brTID(views.OverviewCountsID)))
-	ltAPIPost(api, "/api/connections", fmt.Sprintf(`{"provider":"fake","name":"fake-a","apiKey":"fk-good","baseUrl":"%s/v1",`+
-		`"custom":{"wireFormat":"openai","authClass":"apikey"}}`, fu.URL()))
-	secret, _ := ltAPIPost(api, "/api/keys", `{"name":"tail"}`)["secret"].(string)
-	if secret == "" {
-		t.Fatal("no key secret")
-	}
+	secret := brSignInWithConnection(b, api, base, fu.URL(), "fake-a", "fk-good", "tail")
 	_, first := brChat(t, b.sctx, base, secret, "fake/m1", "first")
 	api.waitOK("/logs/" + first)
 
@@ -223,54 +208,22 @@ func ltDrop(lines []string, s string) []string {
 	return kept
 }
 
-// ltStartBrowser starts a headless Chromium tab recording what the page
-// reports (as TestDashboardBrowser does), with reduced motion.
-func ltStartBrowser(t *testing.T, exe string) *brBrowser {
-	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 800))
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	dir := os.Getenv("SWITCHYARD_ARTIFACTS")
-	if dir == "" {
-		dir = t.TempDir()
+// brSignInWithConnection signs the browser in with brAdminPassword and, through
+// the management API, adds one openai-format connection named name with
+// apiKey on the fake upstream at fakeURL and a client key named keyName,
+// whose secret it returns.
+func brSignInWithConnection(b *brBrowser, api *brAPI, base, fakeURL, name, apiKey, keyName string) string {
+	b.t.Helper()
+	b.do(chromedp.Navigate(base+"/login"), chromedp.WaitVisible(brTID(views.LoginFormID)),
+		brFill("#password", brAdminPassword), chromedp.Click(brTID("login-submit")),
+		chromedp.WaitVisible(brTID(views.OverviewCountsID)))
+	ltAPIPost(api, "/api/connections", fmt.Sprintf(`{"provider":"fake","name":%q,"apiKey":%q,"baseUrl":"%s/v1",`+
+		`"custom":{"wireFormat":"openai","authClass":"apikey"}}`, name, apiKey, fakeURL))
+	secret, _ := ltAPIPost(api, "/api/keys", fmt.Sprintf(`{"name":%q}`, keyName))["secret"].(string)
+	if secret == "" {
+		b.t.Fatal("no key secret")
 	}
-	b := &brBrowser{t: t, dir: dir, name: "start", responses: map[network.RequestID]brResponse{}, expected: map[string]int64{}}
-	tabCtx, cancelTab := chromedp.NewContext(allocCtx, chromedp.WithListener(b.listen))
-	b.ctx = tabCtx
-	t.Cleanup(func() {
-		if b.stop != nil {
-			b.stop()
-		}
-		cancelTab()
-		cancelAlloc()
-	})
-	t.Cleanup(func() {
-		if !t.Failed() {
-			return
-		}
-		ctx, cancel := context.WithTimeout(tabCtx, 10*time.Second)
-		defer cancel()
-		if html, err := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("html"))); err == nil {
-			_ = os.WriteFile(filepath.Join(dir, "livetail-failure.html"), []byte(html), 0o644)
-			t.Logf("livetail-failure.html (step %s) in %s", b.name, dir)
-		}
-	})
-	if err := chromedp.Do(tabCtx); err != nil {
-		t.Fatalf("starting %s: %v", exe, err)
-	}
-	b.step("start browser", 30*time.Second)
-	b.do(chromedp.EmulateViewport(1280, 800))
-	if _, err := chromedp.Call(b.sctx, page.AddScriptToEvaluateOnNewDocument,
-		page.AddScriptToEvaluateOnNewDocumentParams{Source: brInitScript}); err != nil {
-		t.Fatalf("init script: %v", err)
-	}
-	if _, err := chromedp.Call(b.sctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
-		Features: []*emulation.MediaFeature{{Name: "prefers-reduced-motion", Value: "reduce"}}}); err != nil {
-		t.Fatalf("reduced motion: %v", err)
-	}
-	return b
+	return secret
 }
 
 // ltAPIPost sends a management API POST with the browser's session and

@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"fmt"
 	"io"
 	"net/http"
 	"regexp"
@@ -32,21 +31,13 @@ func TestDashboardBrowserSlowRequest(t *testing.T) {
 	env := map[string]string{"SWITCHYARD_DATA_DIR": t.TempDir(), "SWITCHYARD_ADMIN_PASSWORD": brAdminPassword}
 	gw := testkit.StartApp(t, []string{"--allow-private-upstreams", fu.Addr()}, env)
 	base := gw.BaseURL
-	b := ltStartBrowser(t, exe)
+	b := brOpen(t, exe, brArtifacts(t, "switchyard-slow-*"))
 	api := &brAPI{t: t, b: b, base: base, client: &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error {
 		return http.ErrUseLastResponse
 	}}}
 
 	b.step("sign in and seed", brStepTimeout)
-	b.do(chromedp.Navigate(base+"/login"), chromedp.WaitVisible(brTID(views.LoginFormID)),
-		brFill("#password", brAdminPassword), chromedp.Click(brTID("login-submit")),
-		chromedp.WaitVisible(brTID(views.OverviewCountsID)))
-	ltAPIPost(api, "/api/connections", fmt.Sprintf(`{"provider":"fake","name":"fake-slow","apiKey":"fk-slow","baseUrl":"%s/v1",`+
-		`"custom":{"wireFormat":"openai","authClass":"apikey"}}`, fu.URL()))
-	secret, _ := ltAPIPost(api, "/api/keys", `{"name":"slow"}`)["secret"].(string)
-	if secret == "" {
-		t.Fatal("no key secret")
-	}
+	secret := brSignInWithConnection(b, api, base, fu.URL(), "fake-slow", "fk-slow", "slow")
 	slowPatch(api, "/api/resilience", `{"waitForCooldown":{"enabled":true}}`)
 
 	b.step("the Overview while the request waits", brStepTimeout)

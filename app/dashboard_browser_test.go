@@ -382,6 +382,74 @@ func brChat(t *testing.T, ctx context.Context, base, key, model, text string) (i
 	return resp.StatusCode, resp.Header.Get("X-Switchyard-Request-Id")
 }
 
+// brArtifacts is where a browser test writes its screenshots:
+// SWITCHYARD_ARTIFACTS when set, else a new temporary folder named by pattern
+// (kept after the test, so a failure's screenshot can be looked at).
+func brArtifacts(t *testing.T, pattern string) string {
+	t.Helper()
+	dir := os.Getenv("SWITCHYARD_ARTIFACTS")
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", pattern); err != nil {
+			t.Fatal(err)
+		}
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshots in %s", dir)
+	return dir
+}
+
+// brOpen starts the headless Chromium tab every browser test uses: a fresh
+// profile, the error recorder in every document, no transitions, 1280 × 800;
+// screenshots, and the screen and HTML of a failed step, go to dir.
+func brOpen(t *testing.T, exe, dir string) *brBrowser {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 800))
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	b := &brBrowser{t: t, dir: dir, name: "start", responses: map[network.RequestID]brResponse{}, expected: map[string]int64{}}
+	tabCtx, cancelTab := chromedp.NewContext(allocCtx, chromedp.WithListener(b.listen))
+	b.ctx = tabCtx
+	t.Cleanup(func() {
+		if b.stop != nil {
+			b.stop()
+		}
+		cancelTab()
+		cancelAlloc()
+	})
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(tabCtx, 10*time.Second)
+		defer cancel()
+		if buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
+			_ = os.WriteFile(filepath.Join(dir, t.Name()+"-failure.png"), buf, 0o644)
+		}
+		if html, err := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("html"))); err == nil {
+			_ = os.WriteFile(filepath.Join(dir, t.Name()+"-failure.html"), []byte(html), 0o644)
+		}
+		t.Logf("%s-failure.png and .html (step %s) in %s", t.Name(), b.name, dir)
+	})
+	if err := chromedp.Do(tabCtx); err != nil {
+		t.Fatalf("starting %s: %v", exe, err)
+	}
+	b.step("start browser", 30*time.Second)
+	b.do(chromedp.EmulateViewport(1280, 800))
+	if _, err := chromedp.Call(b.sctx, page.AddScriptToEvaluateOnNewDocument,
+		page.AddScriptToEvaluateOnNewDocumentParams{Source: brInitScript}); err != nil {
+		t.Fatalf("init script: %v", err)
+	}
+	if _, err := chromedp.Call(b.sctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+		Features: []*emulation.MediaFeature{{Name: "prefers-reduced-motion", Value: "reduce"}}}); err != nil {
+		t.Fatalf("reduced motion: %v", err)
+	}
+	return b
+}
+
 func TestDashboardBrowser(t *testing.T) {
 	exe := brBrowserPath(t)
 	began := time.Now()
@@ -398,73 +466,7 @@ func TestDashboardBrowser(t *testing.T) {
 	base := gw.BaseURL
 	t.Logf("gateway at %s, fake upstream at %s", base, fu.URL())
 
-	dir := os.Getenv("SWITCHYARD_ARTIFACTS")
-	if dir == "" {
-		var err error
-		if dir, err = os.MkdirTemp("", "switchyard-dashboard-*"); err != nil {
-			t.Fatal(err)
-		}
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshots in %s", dir)
-
-	profile := t.TempDir()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(profile),
-		chromedp.WindowSize(1280, 800),
-	)
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	b := &brBrowser{t: t, dir: dir, name: "start", responses: map[network.RequestID]brResponse{}, expected: map[string]int64{}}
-	tabCtx, cancelTab := chromedp.NewContext(allocCtx, chromedp.WithListener(b.listen))
-	b.ctx = tabCtx
-	t.Cleanup(func() {
-		if b.stop != nil {
-			b.stop()
-		}
-		cancelTab()
-		cancelAlloc()
-	})
-	// On failure: the screen and the HTML of the step that failed.
-	t.Cleanup(func() {
-		if !t.Failed() {
-			return
-		}
-		ctx, cancel := context.WithTimeout(tabCtx, 10*time.Second)
-		defer cancel()
-		if buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
-			_ = os.WriteFile(filepath.Join(dir, "failure.png"), buf, 0o644)
-		}
-		if html, err := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("html"))); err == nil {
-			_ = os.WriteFile(filepath.Join(dir, "failure.html"), []byte(html), 0o644)
-		}
-		t.Logf("failure.png and failure.html (step %s) in %s", b.name, dir)
-	})
-
-	// The first action starts the browser, which lives as long as the
-	// context of that call: the tab's, without a timeout.
-	if err := chromedp.Do(tabCtx); err != nil {
-		t.Fatalf("starting %s: %v", exe, err)
-	}
-	b.step("start browser", 30*time.Second)
-	b.do(chromedp.EmulateViewport(1280, 800))
-	if _, err := chromedp.Call(b.sctx, page.AddScriptToEvaluateOnNewDocument,
-		page.AddScriptToEvaluateOnNewDocumentParams{Source: brInitScript}); err != nil {
-		t.Fatalf("init script: %v", err)
-	}
-	// No transitions, so screenshots never catch a drawer or toast half-way.
-	if _, err := chromedp.Call(b.sctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
-		Features: []*emulation.MediaFeature{{Name: "prefers-reduced-motion", Value: "reduce"}}}); err != nil {
-		t.Fatalf("reduced motion: %v", err)
-	}
+	b := brOpen(t, exe, brArtifacts(t, "switchyard-dashboard-*"))
 	api := &brAPI{t: t, b: b, base: base, client: &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error {
 		return http.ErrUseLastResponse
 	}}}
