@@ -10,6 +10,7 @@ import (
 
 	"switchyard/handlers"
 	"switchyard/services"
+	"switchyard/services/events"
 )
 
 // auditSkip lists the unsafe-method routes that change nothing: previews
@@ -42,23 +43,29 @@ func (s *Server) auditTrail(next echo.HandlerFunc) echo.HandlerFunc {
 		if auditSkip[c.Path()] {
 			return next(c)
 		}
+		e := services.AuditEntry{ID: handlers.RequestID(c), ClientIP: clientIP(r),
+			UserAgent: truncateRunes(r.UserAgent(), maxAuditUserAgent), RequestID: handlers.RequestID(c),
+			Method: r.Method, Route: c.Path(), Path: r.URL.Path}
+		actor := "admin session"
+		if k, ok := handlers.APIKeyOf(c); ok {
+			e.ActorKind, e.ActorID, e.ActorName, e.KeyPrefix = services.AuditActorKey, k.ID, k.Name, k.Prefix
+			actor = "key " + k.Name + " " + k.Prefix
+		} else {
+			e.ActorKind = services.AuditActorSession
+			if id := handlers.SessionID(c); id != "" {
+				e.ActorID = services.SHA256Hex(id)[:12]
+				actor += " " + e.ActorID
+			}
+		}
+		// The resilience events this request causes name the same actor.
+		c.SetRequest(r.WithContext(events.WithActor(r.Context(), actor)))
 		resBefore, genBefore := s.settingsSvc.ResilienceSnapshot(), s.settingDocs.General.Current()
 		err := next(c)
 		status := c.Response().Status
 		if err != nil || status >= http.StatusBadRequest {
 			return err
 		}
-		e := services.AuditEntry{ID: handlers.RequestID(c), CreatedAt: s.clock.Now(), ClientIP: clientIP(r),
-			UserAgent: truncateRunes(r.UserAgent(), maxAuditUserAgent), RequestID: handlers.RequestID(c),
-			Method: r.Method, Route: c.Path(), Path: r.URL.Path, Status: status}
-		if k, ok := handlers.APIKeyOf(c); ok {
-			e.ActorKind, e.ActorID, e.ActorName, e.KeyPrefix = services.AuditActorKey, k.ID, k.Name, k.Prefix
-		} else {
-			e.ActorKind = services.AuditActorSession
-			if id := handlers.SessionID(c); id != "" {
-				e.ActorID = services.SHA256Hex(id)[:12]
-			}
-		}
+		e.CreatedAt, e.Status = s.clock.Now(), status
 		var noted string
 		e.Action, noted = handlers.AuditNote(c)
 		switch {

@@ -62,6 +62,7 @@ func (l logSink) Record(r *gateway.LogRecord) {
 	}
 	// Never nil: a nil Waits marks the rows written before the timeline was.
 	e.Waits = append([]services.WaitRecord{}, r.Waits...)
+	e.Skips = append([]services.SkipRecord{}, r.Skips...)
 	l.w.Add(e)
 }
 

@@ -3,6 +3,7 @@ package app_test
 import (
 	"encoding/json"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +31,10 @@ func evNewest(t *testing.T, a *testkit.App, want events.Type) events.Event {
 	}
 	return list[0]
 }
+
+// evSessionActor is how an event names an admin session: its internal
+// id's hash prefix, as the audit log does.
+var evSessionActor = regexp.MustCompile(`^admin session [0-9a-f]{12}$`)
 
 // evRows reads the rows of the events panel as "event | subject | cause".
 func evRows(t *testing.T, doc *goquery.Document) []string {
@@ -79,9 +84,11 @@ func TestRuntimeEventsPanelRecordsTransitions(t *testing.T) {
 
 	// The admin clears it from the Runtime page: cooldown cleared, cause admin.
 	d.hxTarget("POST", "/connections/"+a.ID+"/clear-cooldown", views.CooldownsPanelID, nil, http.StatusOK)
-	if e := evNewest(t, f.app, events.CooldownCleared); e.ConnectionID != a.ID || e.Cause != events.CauseAdmin {
-		t.Fatalf("clear event %+v", e)
+	e = evNewest(t, f.app, events.CooldownCleared)
+	if e.ConnectionID != a.ID || e.Cause != events.CauseAdmin || !evSessionActor.MatchString(e.Actor) {
+		t.Fatalf("clear event %+v, want the admin session named", e)
 	}
+	session := strings.TrimPrefix(e.Actor, "admin ") // "session <id>", as the panel words it
 
 	// Two 503 episodes on both connections open the provider breaker.
 	patchResilience(t, f.app, `{"providerBreaker":{"apikey":{"failureThreshold":2}}}`)
@@ -113,13 +120,13 @@ func TestRuntimeEventsPanelRecordsTransitions(t *testing.T) {
 	want := []string{
 		"Lockout set | model-x on conn-1 | not found (404)",
 		"Lockout set | model-x on conn-0 | not found (404)",
-		"Breaker closed | " + fake.Name + " | admin",
+		"Breaker closed | " + fake.Name + " | admin · " + session,
 		"Breaker opened | " + fake.Name + " | server error",
 	}
 	if len(rows) < len(want) || strings.Join(rows[:len(want)], "\n") != strings.Join(want, "\n") {
 		t.Fatalf("rows:\n%s\nwant first:\n%s", strings.Join(rows, "\n"), strings.Join(want, "\n"))
 	}
-	if !strings.Contains(strings.Join(rows, "\n"), "Cooldown cleared | conn-0 · "+fake.Name+" | admin") ||
+	if !strings.Contains(strings.Join(rows, "\n"), "Cooldown cleared | conn-0 · "+fake.Name+" | admin · "+session) ||
 		!strings.Contains(strings.Join(rows, "\n"), "Cooldown set | conn-0 · "+fake.Name+" | rate limit (429)") {
 		t.Errorf("cooldown rows missing:\n%s", strings.Join(rows, "\n"))
 	}
@@ -154,9 +161,15 @@ func TestRuntimeEventsPanelRecordsTransitions(t *testing.T) {
 	if e := evNewest(t, f.app, events.TerminalSet); e.ConnectionID != b.ID || e.Cause != "credits_exhausted" || e.Status != 402 {
 		t.Fatalf("terminal event %+v", e)
 	}
-	d.hxTarget("POST", "/connections/"+b.ID+"/reset", views.CooldownsPanelID, nil, http.StatusOK)
-	if e := evNewest(t, f.app, events.TerminalReset); e.ConnectionID != b.ID || e.Cause != events.CauseAdmin {
-		t.Fatalf("terminal reset event %+v", e)
+	// This time a manage key resets it through the API: the event names the key.
+	ops, opsSecret := f.app.NewKey("ops", services.ScopeManage)
+	if rec := f.app.Do(testkit.Request("POST", "/api/connections/"+b.ID+"/reset", "{}", "Authorization", "Bearer "+opsSecret,
+		"Content-Type", "application/json")); rec.Code != http.StatusOK {
+		t.Fatalf("API reset: %d %s", rec.Code, rec.Body.String())
+	}
+	if e := evNewest(t, f.app, events.TerminalReset); e.ConnectionID != b.ID || e.Cause != events.CauseAdmin ||
+		e.Actor != "key ops "+ops.Prefix {
+		t.Fatalf("terminal reset event %+v, want the manage key named", e)
 	}
 
 	// The API twin lists the same events, newest first, with the subject in words.
@@ -167,6 +180,7 @@ func TestRuntimeEventsPanelRecordsTransitions(t *testing.T) {
 	}
 	first, _ := items[0].(map[string]any)
 	if first["type"] != "terminal_reset" || first["subject"] != "conn-1 · "+fake.Name || first["cause"] != "admin" ||
+		first["actor"] != "key ops "+ops.Prefix ||
 		first["connectionId"] != b.ID || first["at"] != f.app.Clock.Now().UTC().Format("2006-01-02T15:04:05.000Z") {
 		t.Errorf("API event %v", first)
 	}
@@ -196,7 +210,7 @@ func TestRuntimeEventsLeaseEnded(t *testing.T) {
 		t.Fatalf("lease event %+v", e)
 	}
 	rows := evRows(t, dashCheckHTML(t, d.do("GET", "/runtime/events", nil, true, http.StatusOK)))
-	if len(rows) != 1 || rows[0] != "Lease ended | lease "+id+" on conn-0 | admin" {
+	if len(rows) != 1 || !strings.HasPrefix(rows[0], "Lease ended | lease "+id+" on conn-0 | admin · session ") {
 		t.Fatalf("rows %q", rows)
 	}
 }
@@ -353,6 +367,33 @@ func TestRuntimeEventsEmergencyFallbackUsed(t *testing.T) {
 	}
 	rows := evRows(t, dashCheckHTML(t, d.do("GET", "/runtime/events", nil, true, http.StatusOK)))
 	if len(rows) == 0 || rows[0] != "Emergency fallback used | fake/m1 → fakeb/m2 | server error" {
+		t.Fatalf("rows %q", rows)
+	}
+}
+
+// An emergency fallback that fails too is an event of its own, with the
+// fallback's own failure as the cause.
+func TestRuntimeEventsEmergencyFallbackFailed(t *testing.T) {
+	f := twoProviders(t)
+	d := rtDash(t, f)
+	f.fu.Script("fk-a", fakeupstream.Step{Status: 503})
+	f.fu.Script("fk-b", fakeupstream.Step{Status: 429, RetryAfter: "30"})
+	patchResilience(t, f.app, `{"emergencyFallback":{"target":"fakeb/m2"}}`)
+	req := testkit.Request("PATCH", "/api/feature-flags", `{"emergencyFallback":true}`, "Content-Type", "application/json", "Sec-Fetch-Site", "same-origin")
+	req.AddCookie(f.app.Login())
+	if rec := f.app.Do(req); rec.Code != 200 {
+		t.Fatalf("PATCH /api/feature-flags: %d %s", rec.Code, rec.Body.String())
+	}
+	resp, _ := postKey(t, f.url+"/v1/chat/completions", f.key, chatBody)
+	if resp.StatusCode < 400 {
+		t.Fatalf("both failed, answered %d", resp.StatusCode)
+	}
+	e := evWait(t, f.app, events.EmergencyFallbackFailed)
+	if e.Model != "fake/m1" || e.Target != "fakeb/m2" || e.Cause != "rate_limit" {
+		t.Fatalf("fallback event %+v, want the fallback's own rate limit", e)
+	}
+	rows := evRows(t, dashCheckHTML(t, d.do("GET", "/runtime/events", nil, true, http.StatusOK)))
+	if len(rows) == 0 || rows[0] != "Emergency fallback failed | fake/m1 → fakeb/m2 | rate limit" {
 		t.Fatalf("rows %q", rows)
 	}
 }

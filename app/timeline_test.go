@@ -95,3 +95,78 @@ func TestSlowRequestTimelineAddsUp(t *testing.T) {
 	}
 	_ = time.Second
 }
+
+// A target the walk passes over is part of the story (40-admin-api §8,
+// 50-dashboard §6.7): with fake/model-x locked on both connections after
+// their 404s, a combo of model-x and model-y (pinned to the first
+// connection) orders the locked entry last; model-y is not found either,
+// and the walk reaches model-x only to skip it without a dispatch.
+// GET /api/logs/{id} lists the skip in attemptLog after the attempt, with
+// its cause and the lockout's remaining time; the drawer shows it as a
+// timeline row after the attempt.
+func TestSkippedTargetInTheTimeline(t *testing.T) {
+	f := newGW(t, "fk-a", "fk-b")
+	patchResilience(t, f.app, `{"modelLockout":{"enabled":true}}`)
+	notFound := fakeupstream.Step{Status: 404, ErrorCode: "model_not_found", ErrorMessage: "The model does not exist"}
+	for _, k := range []string{"fk-a", "fk-b"} {
+		f.fu.ScriptModel(k, "model-x", notFound)
+		f.fu.ScriptModel(k, "model-y", notFound)
+	}
+	a := operatorAdmin(t, f)
+	a.mustJSON(t, "POST", "/api/combos", `{"name":"duo","targets":[{"provider":"fake","model":"model-x"},`+
+		`{"provider":"fake","model":"model-y","connectionId":"`+f.conns["fk-a"].ID+`"}]}`, 201)
+	if resp := chatModel(t, f, "fake/model-x"); resp.StatusCode != 404 {
+		t.Fatalf("model-x: %d", resp.StatusCode)
+	}
+	if resp := chatModel(t, f, "fake/model-x"); resp.StatusCode != 429 {
+		t.Fatalf("model-x again: %d, want 429 while it is locked", resp.StatusCode)
+	}
+	f.fu.Reset()
+	resp := f.post(t, `{"model":"duo","messages":[{"role":"user","content":"hi"}]}`)
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode < 400 || len(f.fu.Hits()) != 1 || !strings.Contains(string(body), `"fake/model-x"`) {
+		t.Fatalf("duo: %d %s, %d upstream hits; want model-y's failure with model-x excluded", resp.StatusCode, body, len(f.fu.Hits()))
+	}
+	id := resp.Header.Get("X-Switchyard-Request-Id")
+	waitLogs(t, f, 3)
+
+	d := a.mustJSON(t, "GET", "/api/logs/"+id, "", 200)
+	log := jsonObjects(t, d["attemptLog"])
+	if d["attempts"] != 1.0 || len(log) != 2 {
+		t.Fatalf("attempts %v, attemptLog %v: want one dispatch, then one skip", d["attempts"], d["attemptLog"])
+	}
+	tried, skip := log[0], log[1]
+	if tried["index"] != 0.0 || tried["target"] != "fake/model-y" || tried["status"] != 404.0 {
+		t.Errorf("first entry %v, want the attempt on fake/model-y", tried)
+	}
+	if skip["index"] != 1.0 || skip["target"] != "fake/model-x" || skip["skipped"] != "model_lockout" ||
+		skip["connectionId"] == nil {
+		t.Errorf("second entry %v, want fake/model-x skipped for its model lockout on a connection", skip)
+	}
+	if ra, _ := skip["retryAfterMs"].(float64); ra <= 0 {
+		t.Errorf("skip retryAfterMs %v, want the lockout's remaining time", skip["retryAfterMs"])
+	}
+	if _, dispatched := skip["status"]; dispatched {
+		t.Errorf("skip carries attempt fields: %v", skip)
+	}
+	if at, end := skip["startOffsetMs"].(float64), tried["startOffsetMs"].(float64)+tried["durationMs"].(float64); at < end {
+		t.Errorf("skip at %v ms, before the attempt ended (%v ms)", at, end)
+	}
+
+	rec := a.admin("GET", "/logs/"+id, "", "HX-Request", "true")
+	if rec.Code != 200 {
+		t.Fatalf("drawer: %d", rec.Code)
+	}
+	rows := dashFind(t, dashParse(t, rec), dashTID(views.LogDetailID)).Find(dashTID(views.LogTimelineID) + " > li")
+	if rows.Length() != 2 {
+		t.Fatalf("%d timeline rows, want attempt, skip", rows.Length())
+	}
+	if rows.Eq(0).AttrOr("data-testid", "") != views.RowID(views.RowAttempt, "1") {
+		t.Errorf("first row %q, want the attempt", rows.Eq(0).Text())
+	}
+	text := strings.Join(strings.Fields(rows.Eq(1).Text()), " ")
+	if rows.Eq(1).AttrOr("data-testid", "") != views.RowID(views.RowSkip, "1") || !strings.Contains(text, "Skipped fake/model-x") ||
+		!strings.Contains(text, "model locked") || !strings.Contains(text, "free again in") {
+		t.Errorf("skip row %q", text)
+	}
+}

@@ -18,7 +18,7 @@ type EventsAPI struct {
 }
 
 // eventJSON is one event: type, time, subject (display names resolved now)
-// and cause, plus the ids it concerns.
+// and cause, plus the ids it concerns and, for an admin's action, who.
 type eventJSON struct {
 	Type         events.Type `json:"type"`
 	At           string      `json:"at"`
@@ -30,6 +30,8 @@ type eventJSON struct {
 	Model        string      `json:"model,omitempty"`
 	LeaseID      string      `json:"leaseId,omitempty"`
 	Target       string      `json:"target,omitempty"`
+	// Actor names the admin whose request caused the event.
+	Actor string `json:"actor,omitempty"`
 }
 
 // List answers GET /api/resilience/events: {"events": [...]}, newest first.
@@ -44,7 +46,7 @@ func (h *EventsAPI) List(c echo.Context) error {
 			}
 			out = append(out, eventJSON{Type: e.Type, At: apiInstant(e.At), Cause: e.Cause, Status: e.Status,
 				Subject:  e.Subject(names.Providers[e.Provider], names.Connections[e.ConnectionID]),
-				Provider: e.Provider, ConnectionID: e.ConnectionID, Model: e.Model, LeaseID: e.LeaseID, Target: e.Target})
+				Provider: e.Provider, ConnectionID: e.ConnectionID, Model: e.Model, LeaseID: e.LeaseID, Target: e.Target, Actor: e.Actor})
 		}
 	}
 	return writeAPIJSON(c, http.StatusOK, map[string][]eventJSON{"events": out})

@@ -88,6 +88,20 @@ type logAttemptJSON struct {
 	Effects       []logEffectJSON `json:"effects"`
 }
 
+// logSkipJSON is a target the request passed over (§8: an attemptLog
+// entry with "skipped"): skipped is the reason (circuit_open, cooling,
+// model_lockout, …), retryAfterMs the timer left or null for a hard
+// exclusion, connectionId the connection whose gate decided it.
+type logSkipJSON struct {
+	Index         int     `json:"index"`
+	Target        string  `json:"target"`
+	Skipped       string  `json:"skipped"`
+	Detail        *string `json:"detail"`
+	ConnectionID  *string `json:"connectionId"`
+	RetryAfterMs  *int64  `json:"retryAfterMs"`
+	StartOffsetMs int64   `json:"startOffsetMs"`
+}
+
 // logWaitJSON is one wait (§8 waits[]): kind combo or single (a
 // cooldown-aware wait), retry_delay, slot or queue.
 type logWaitJSON struct {
@@ -114,7 +128,8 @@ type logTimelineJSON struct {
 // (10-gateway-api §11), so both header objects are null.
 type logDetailJSON struct {
 	logJSON
-	AttemptLog          []logAttemptJSON       `json:"attemptLog"`
+	// AttemptLog holds logAttemptJSON and logSkipJSON entries in order.
+	AttemptLog          []any                  `json:"attemptLog"`
 	Waits               []logWaitJSON          `json:"waits"`
 	Timeline            logTimelineJSON        `json:"timeline"`
 	RequestHeaders      map[string]string      `json:"requestHeaders"`
@@ -153,33 +168,16 @@ func presentLog(e services.RequestLogEntry) logJSON {
 }
 
 func presentLogDetail(e services.RequestLogEntry) logDetailJSON {
-	out := logDetailJSON{logJSON: presentLog(e), AttemptLog: make([]logAttemptJSON, 0, len(e.AttemptLog)), Waits: []logWaitJSON{}}
+	out := logDetailJSON{logJSON: presentLog(e), AttemptLog: make([]any, 0, len(e.AttemptLog)+len(e.Skips)), Waits: []logWaitJSON{}}
 	tl := e.Timeline()
 	out.Timeline = logTimelineJSON{Recorded: tl.Recorded, TotalMs: tl.TotalMs, AttemptsMs: tl.AttemptsMs, WaitsMs: tl.WaitsMs, GapsMs: tl.GapsMs}
-	for _, a := range e.AttemptLog {
-		at := logAttemptJSON{Index: a.Seq, Target: a.Provider + "/" + a.Model, ConnectionID: a.ConnectionID, DurationMs: a.LatencyMs,
-			Status: a.UpstreamStatus, Detail: nullIfZero(a.Detail), ErrorCode: nullIfZero(a.ErrorCode),
-			HintSource: nullIfZero(a.RetryHintSource), Effects: make([]logEffectJSON, 0, len(a.Effects))}
-		if a.Outcome != "success" {
-			at.Reason = nullIfZero(a.Outcome)
+	for _, row := range tl.Rows {
+		switch {
+		case row.Attempt != nil:
+			out.AttemptLog = append(out.AttemptLog, presentAttempt(len(out.AttemptLog), row.Attempt, tl.Recorded))
+		case row.Skip != nil:
+			out.AttemptLog = append(out.AttemptLog, presentSkip(len(out.AttemptLog), row.Skip))
 		}
-		if tl.Recorded {
-			off := a.StartOffsetMs
-			at.StartOffsetMs = &off
-		}
-		if a.HintMs > 0 {
-			hint := a.HintMs
-			at.HintMs = &hint
-		}
-		for _, f := range a.Effects {
-			ef := logEffectJSON{Kind: f.Kind, LockKey: nullIfZero(f.LockKey), TerminalStatus: nullIfZero(f.TerminalStatus)}
-			if f.UntilMs != 0 {
-				until := apiInstant(time.UnixMilli(f.UntilMs))
-				ef.Until = &until
-			}
-			at.Effects = append(at.Effects, ef)
-		}
-		out.AttemptLog = append(out.AttemptLog, at)
 	}
 	for _, w := range e.Waits {
 		out.Waits = append(out.Waits, logWaitJSON{Kind: w.Kind, Reason: w.Reason, Target: w.Target, StartOffsetMs: w.StartOffsetMs, WaitedMs: w.WaitedMs})
@@ -188,6 +186,48 @@ func presentLogDetail(e services.RequestLogEntry) logDetailJSON {
 		out.RequestBody, out.UpstreamRequestBody, out.ResponseBody = b.Request, b.UpstreamRequest, b.Response
 	}
 	return out
+}
+
+// presentAttempt is entry index of the attempt log: attempt a.
+func presentAttempt(index int, a *services.AttemptRecord, timed bool) logAttemptJSON {
+	at := logAttemptJSON{Index: index, Target: a.Provider + "/" + a.Model, ConnectionID: a.ConnectionID, DurationMs: a.LatencyMs,
+		Status: a.UpstreamStatus, Detail: nullIfZero(a.Detail), ErrorCode: nullIfZero(a.ErrorCode),
+		HintSource: nullIfZero(a.RetryHintSource), Effects: make([]logEffectJSON, 0, len(a.Effects))}
+	if a.Outcome != "success" {
+		at.Reason = nullIfZero(a.Outcome)
+	}
+	if timed {
+		off := a.StartOffsetMs
+		at.StartOffsetMs = &off
+	}
+	if a.HintMs > 0 {
+		hint := a.HintMs
+		at.HintMs = &hint
+	}
+	for _, f := range a.Effects {
+		ef := logEffectJSON{Kind: f.Kind, LockKey: nullIfZero(f.LockKey), TerminalStatus: nullIfZero(f.TerminalStatus)}
+		if f.UntilMs != 0 {
+			until := apiInstant(time.UnixMilli(f.UntilMs))
+			ef.Until = &until
+		}
+		at.Effects = append(at.Effects, ef)
+	}
+	return at
+}
+
+// presentSkip is entry index of the attempt log: the skip k, named by
+// its cause.
+func presentSkip(index int, k *services.SkipRecord) logSkipJSON {
+	sk := logSkipJSON{Index: index, Target: k.Target, Skipped: k.Cause(), Detail: nullIfZero(k.Detail),
+		ConnectionID: nullIfZero(k.ConnectionID), StartOffsetMs: k.AtOffsetMs}
+	if sk.Skipped == k.Detail {
+		sk.Detail = nil
+	}
+	if k.RetryAfterMs > 0 {
+		ms := k.RetryAfterMs
+		sk.RetryAfterMs = &ms
+	}
+	return sk
 }
 
 // logQuery reads the filters of GET /api/logs; a malformed value is a 400

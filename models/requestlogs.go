@@ -50,6 +50,9 @@ type RequestLogRow struct {
 	// Waits is the JSON array of the request's waits (migration 0008); nil
 	// on rows written before the timeline was recorded.
 	Waits *string
+	// Skips is the JSON array of the targets the request passed over
+	// (migration 0009); nil when it skipped none.
+	Skips *string
 }
 
 func (RequestLogRow) TableName() string { return "request_logs" }

@@ -28,10 +28,10 @@ const requestLogColumns = "id, created_at, client_request_id, api_key_id, api_ke
 	"provider, model, connection_id, upstream_format, status, outcome, error_code, attempts, attempt_log, " +
 	"prompt_tokens, cached_tokens, cache_write_tokens, completion_tokens, reasoning_tokens, latency_ms, ttft_ms, " +
 	"upstream_latency_ms, warnings, affinity_hit, lease_managed, emergency_fallback, bodies_captured, bodies, " +
-	"estimated_cost_nano_usd, attempted_connections, attempted_providers, waits"
+	"estimated_cost_nano_usd, attempted_connections, attempted_providers, waits, skips"
 
 // requestLogColumnCount is the number of names in requestLogColumns.
-const requestLogColumnCount = 43
+const requestLogColumnCount = 44
 
 // purgeChunk bounds how long one retention DELETE holds the single write connection.
 const purgeChunk = 5000
@@ -204,7 +204,7 @@ func (s *RequestLogStore) writePostgres(ctx context.Context, rows []RequestLogRo
 					r.ErrorCode, r.Attempts, r.AttemptLog, r.PromptTokens, r.CachedTokens, r.CacheWriteTokens,
 					r.CompletionTokens, r.ReasoningTokens, r.LatencyMs, r.TtftMs, r.UpstreamLatencyMs, r.Warnings,
 					r.AffinityHit, r.LeaseManaged, r.EmergencyFallback, r.BodiesCaptured, r.Bodies,
-					r.EstimatedCostNanoUSD, r.AttemptedConnections, r.AttemptedProviders, r.Waits)
+					r.EstimatedCostNanoUSD, r.AttemptedConnections, r.AttemptedProviders, r.Waits, r.Skips)
 			}
 			// Straight to the transaction's connection: GORM's statement
 			// builder would walk the ~10,000 values once more.
@@ -460,6 +460,11 @@ func (r RequestLogRow) domain() services.RequestLogEntry {
 			e.Waits = []services.WaitRecord{}
 		}
 	}
+	if r.Skips != nil {
+		if err := json.Unmarshal([]byte(*r.Skips), &e.Skips); err != nil {
+			e.Skips = nil
+		}
+	}
 	if err := json.Unmarshal([]byte(r.Warnings), &e.Warnings); err != nil || e.Warnings == nil {
 		e.Warnings = []string{}
 	}
@@ -540,6 +545,13 @@ func encodeRequestLogs(b *sqlitefast.Batch, entries []services.RequestLogEntry) 
 			b.Text = appendWaits(b.Text, x.Waits)
 			b.Span(off)
 		}
+		if len(x.Skips) == 0 {
+			b.Null()
+		} else {
+			off = len(b.Text)
+			b.Text = appendSkips(b.Text, x.Skips)
+			b.Span(off)
+		}
 	}
 	if len(b.Params) != len(entries)*requestLogColumnCount {
 		return fmt.Errorf("encoded %d values for %d rows of %d columns", len(b.Params), len(entries), requestLogColumnCount)
@@ -583,6 +595,12 @@ func requestLogRows(entries []services.RequestLogEntry) []RequestLogRow {
 			w := string(buf)
 			waits = &w
 		}
+		var skips *string
+		if len(x.Skips) > 0 {
+			buf = appendSkips(buf[:0], x.Skips)
+			sk := string(buf)
+			skips = &sk
+		}
 		rows[i] = RequestLogRow{ID: x.ID, CreatedAt: x.CreatedAt.UnixMilli(), ClientRequestID: x.ClientRequestID,
 			APIKeyID: x.APIKeyID, APIKeyName: x.APIKeyName, APIKeyPrefix: x.APIKeyPrefix, Method: method,
 			Endpoint: x.Endpoint, InboundFormat: x.InboundFormat, Stream: x.Stream, StreamOutcome: x.StreamOutcome,
@@ -594,7 +612,7 @@ func requestLogRows(entries []services.RequestLogEntry) []RequestLogRow {
 			LatencyMs: x.LatencyMs, TtftMs: x.TtftMs, UpstreamLatencyMs: x.UpstreamLatencyMs, Warnings: warnings,
 			AffinityHit: x.AffinityHit, LeaseManaged: x.LeaseManaged, EmergencyFallback: x.EmergencyFallback,
 			BodiesCaptured: x.BodiesCaptured, Bodies: bodies, EstimatedCostNanoUSD: cost,
-			AttemptedConnections: attemptedConns, AttemptedProviders: attemptedProviders, Waits: waits}
+			AttemptedConnections: attemptedConns, AttemptedProviders: attemptedProviders, Waits: waits, Skips: skips}
 	}
 	return rows
 }
@@ -664,6 +682,26 @@ func appendWaits(b []byte, waits []services.WaitRecord) []byte {
 		b = appendJSONString(append(b, `,"target":`...), w.Target)
 		b = strconv.AppendInt(append(b, `,"startOffsetMs":`...), w.StartOffsetMs, 10)
 		b = strconv.AppendInt(append(b, `,"waitedMs":`...), w.WaitedMs, 10)
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}
+
+// appendSkips appends the targets a request skipped as a JSON array.
+func appendSkips(b []byte, skips []services.SkipRecord) []byte {
+	b = append(b, '[')
+	for i := range skips {
+		k := &skips[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(append(b, `{"target":`...), k.Target)
+		b = appendJSONString(append(b, `,"connectionId":`...), k.ConnectionID)
+		b = appendJSONString(append(b, `,"reason":`...), k.Reason)
+		b = appendJSONString(append(b, `,"detail":`...), k.Detail)
+		b = strconv.AppendInt(append(b, `,"retryAfterMs":`...), k.RetryAfterMs, 10)
+		b = strconv.AppendInt(append(b, `,"atOffsetMs":`...), k.AtOffsetMs, 10)
+		b = strconv.AppendInt(append(b, `,"afterAttempts":`...), int64(k.AfterAttempts), 10)
 		b = append(b, '}')
 	}
 	return append(b, ']')

@@ -825,6 +825,12 @@ func TestRequestLogJSONColumnsMatchEncodingJSON(t *testing.T) {
 				fill(reflect.ValueOf(&e.Waits[w]).Elem(), str, i+w)
 			}
 		}
+		if i%3 == 2 {
+			e.Skips = make([]services.SkipRecord, 1+i%2)
+			for k := range e.Skips {
+				fill(reflect.ValueOf(&e.Skips[k]).Elem(), str, i+k)
+			}
+		}
 		if i%4 != 3 {
 			e.Bodies = &services.CapturedBodies{}
 			bodies := []**services.CapturedBody{&e.Bodies.Request, &e.Bodies.UpstreamRequest, &e.Bodies.Response}
@@ -844,8 +850,9 @@ func TestRequestLogJSONColumnsMatchEncodingJSON(t *testing.T) {
 			Warnings   string
 			Bodies     *string
 			Waits      *string
+			Skips      *string
 		}
-		if err := db.Raw("SELECT attempt_log, warnings, bodies, waits FROM request_logs WHERE id = ?", e.ID).Scan(&got).Error; err != nil {
+		if err := db.Raw("SELECT attempt_log, warnings, bodies, waits, skips FROM request_logs WHERE id = ?", e.ID).Scan(&got).Error; err != nil {
 			t.Fatal(err)
 		}
 		attempts := e.AttemptLog
@@ -857,13 +864,13 @@ func TestRequestLogJSONColumnsMatchEncodingJSON(t *testing.T) {
 			got *string
 			v   any
 		}{{"attempt_log", &got.AttemptLog, attempts}, {"warnings", &got.Warnings, e.Warnings}, {"bodies", got.Bodies, e.Bodies},
-			{"waits", got.Waits, e.Waits}} {
+			{"waits", got.Waits, e.Waits}, {"skips", got.Skips, e.Skips}} {
 			want, err := json.Marshal(c.v)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if c.got == nil {
-				if c.col == "waits" && e.Waits != nil || c.col == "bodies" && e.Bodies != nil {
+				if c.col == "waits" && e.Waits != nil || c.col == "bodies" && e.Bodies != nil || c.col == "skips" && len(e.Skips) > 0 {
 					t.Errorf("%s %s is NULL, want %s", e.ID, c.col, want)
 				}
 				continue

@@ -90,6 +90,11 @@ type RequestLogEntry struct {
 	// nil on rows written before the timeline was recorded (their attempts
 	// have no start offsets); empty when the request never waited.
 	Waits []WaitRecord
+	// Skips are the targets and connections the walk passed over without
+	// dispatching (breaker open, cooling, model locked, lease held, window
+	// gate, …), in the order they were skipped; nil on rows written before
+	// skips were recorded.
+	Skips []SkipRecord
 	// Token counts as reported by the upstream.
 	PromptTokens     int64
 	CachedTokens     int64
@@ -165,6 +170,38 @@ type AttemptEffect struct {
 	UntilMs        int64  `json:"untilMs"`
 	LockKey        string `json:"lockKey"`
 	TerminalStatus string `json:"terminalStatus"`
+}
+
+// SkipRecord is one target (or one connection of it) the walk passed over
+// without dispatching (40-admin-api §8 attemptLog entries with
+// "skipped").
+type SkipRecord struct {
+	// Target is "provider/model"; ConnectionID names the connection whose
+	// gate decided it, empty when the whole target was skipped.
+	Target       string `json:"target"`
+	ConnectionID string `json:"connectionId"`
+	// Reason is the exclusion reason of diagnostics.excluded
+	// ("circuit_open", "cooling", "model_lockout", …); Detail refines it.
+	Reason string `json:"reason"`
+	Detail string `json:"detail"`
+	// RetryAfterMs is how long the skipping timer had left, 0 for a hard
+	// exclusion (20-resilience: timer vs hard exclusion).
+	RetryAfterMs int64 `json:"retryAfterMs"`
+	// AtOffsetMs is when the target was skipped, in milliseconds after the
+	// request was received; AfterAttempts is how many attempts had been
+	// dispatched by then, so the skip sits between attempts exactly.
+	AtOffsetMs    int64 `json:"atOffsetMs"`
+	AfterAttempts int   `json:"afterAttempts"`
+}
+
+// Cause is what kept the target out: the gate for a target that was
+// "unavailable" because of one (circuit_open, cooling, model_lockout,
+// lease_held, window_gate, …), else the exclusion reason.
+func (k SkipRecord) Cause() string {
+	if k.Reason == "unavailable" && k.Detail != "" {
+		return k.Detail
+	}
+	return k.Reason
 }
 
 // Kinds of WaitRecord. A cooldown-aware wait (20-resilience §9) is combo or
@@ -353,6 +390,8 @@ func ParseRequestLogCursor(s string) (RequestLogCursor, error) {
 const (
 	TimelineAttempt = "attempt"
 	TimelineWait    = "wait"
+	// TimelineSkip is a target passed over; it takes no time.
+	TimelineSkip = "skip"
 	// TimelineGap is time inside the gateway between the rows around it:
 	// reading and routing the request, picking the next target, writing
 	// the answer.
@@ -365,9 +404,10 @@ type TimelineRow struct {
 	Kind          string
 	StartOffsetMs int64
 	DurationMs    int64
-	// Attempt or Wait is the row's record (nil for a gap).
+	// Attempt, Wait or Skip is the row's record (all nil for a gap).
 	Attempt *AttemptRecord
 	Wait    *WaitRecord
+	Skip    *SkipRecord
 }
 
 // Timeline is a request's attempts and waits in time order with the gaps
@@ -403,6 +443,7 @@ func (e *RequestLogEntry) Timeline() Timeline {
 		tl.WaitsMs += w.WaitedMs
 	}
 	sortTimeline(rows)
+	rows = placeSkips(rows, e.Skips)
 	var at int64
 	out := make([]TimelineRow, 0, 2*len(rows)+1)
 	gap := func(to int64) {
@@ -419,6 +460,35 @@ func (e *RequestLogEntry) Timeline() Timeline {
 	gap(tl.TotalMs)
 	tl.Rows = out
 	return tl
+}
+
+// placeSkips inserts the skips into rows (attempts and waits in time
+// order): a skip made after n attempts goes after the n-th attempt and
+// before any wait that started no earlier than it (the walk skips a
+// cooling target first, then waits for it).
+func placeSkips(rows []TimelineRow, skips []SkipRecord) []TimelineRow {
+	if len(skips) == 0 {
+		return rows
+	}
+	out := make([]TimelineRow, 0, len(rows)+len(skips))
+	attempts, next := 0, 0
+	for _, r := range rows {
+		for next < len(skips) && skips[next].AfterAttempts <= attempts &&
+			(r.Kind == TimelineAttempt || skips[next].AtOffsetMs <= r.StartOffsetMs) {
+			s := &skips[next]
+			out = append(out, TimelineRow{Kind: TimelineSkip, StartOffsetMs: s.AtOffsetMs, Skip: s})
+			next++
+		}
+		out = append(out, r)
+		if r.Kind == TimelineAttempt {
+			attempts++
+		}
+	}
+	for ; next < len(skips); next++ {
+		s := &skips[next]
+		out = append(out, TimelineRow{Kind: TimelineSkip, StartOffsetMs: s.AtOffsetMs, Skip: s})
+	}
+	return out
 }
 
 // sortTimeline orders rows by start offset, then by end: of two rows

@@ -80,6 +80,7 @@ const (
 	RowLogLink           = "log-link"            // the link opening its detail
 	RowAttempt           = "attempt"             // attempt timeline entry (by index)
 	RowWait              = "wait"                // wait timeline entry (by index)
+	RowSkip              = "skip"                // skipped-target timeline entry (by index)
 	RowLogCost           = "log-cost"            // a request's estimated cost cell
 	RowLogFallbackFailed = "log-fallback-failed" // its "emergency fallback failed" tag
 	RowAudit             = "audit"               // audit log row (by id)

@@ -314,10 +314,27 @@ type WaitVM struct {
 	Duration string
 }
 
-// TimelineItemVM is an attempt or a wait.
+// SkipVM is a target the request passed over without dispatching.
+type SkipVM struct {
+	Index  int
+	Target string
+	// Conn names the connection whose gate decided it, empty when the
+	// whole target was skipped.
+	Conn string
+	// Cause words the reason ("breaker open", "model locked", …); Detail
+	// refines it; RetryIn is the timer left ("17 s"), empty for a hard
+	// exclusion.
+	Cause   string
+	Detail  string
+	RetryIn string
+	Offset  string
+}
+
+// TimelineItemVM is an attempt, a wait or a skipped target.
 type TimelineItemVM struct {
 	Attempt *AttemptVM
 	Wait    *WaitVM
+	Skip    *SkipVM
 }
 
 // Class is the timeline item's modifier.
@@ -373,7 +390,7 @@ func NewLogDetailVM(e services.RequestLogEntry, conns map[string]string, now tim
 	tl := e.Timeline()
 	d.TimelineRecorded = tl.Recorded
 	d.TimelineSum = timelineSum(tl, len(e.AttemptLog), len(e.Waits))
-	waits := 0
+	waits, skips := 0, 0
 	for _, row := range tl.Rows {
 		switch row.Kind {
 		case services.TimelineAttempt:
@@ -392,6 +409,10 @@ func NewLogDetailVM(e services.RequestLogEntry, conns map[string]string, now tim
 				wv.Target = connName(conns, w.Target)
 			}
 			d.Timeline = append(d.Timeline, TimelineItemVM{Wait: &wv})
+		case services.TimelineSkip:
+			skips++
+			sv := newSkipVM(skips, row.Skip, conns)
+			d.Timeline = append(d.Timeline, TimelineItemVM{Skip: &sv})
 		}
 	}
 	if b := e.Bodies; b != nil {
@@ -405,6 +426,45 @@ func NewLogDetailVM(e services.RequestLogEntry, conns map[string]string, now tim
 		add("Response", b.Response)
 	}
 	return d
+}
+
+// skipCauses word why the walk passed a target over (the exclusion
+// reasons of diagnostics.excluded and the gates behind "unavailable").
+var skipCauses = map[string]string{
+	"circuit_open":               "breaker open",
+	"provider_cooldown":          "provider held back by the window gate",
+	"cooling":                    "connection cooling down",
+	"model_lockout":              "model locked",
+	"quota_window":               "quota window used up",
+	"lease_busy":                 "lease held by another client",
+	"disabled":                   "connection disabled",
+	"not_allowed":                "connection not allowed for this key",
+	"no_connection":              "no connection",
+	"incompatible":               "cannot serve this endpoint",
+	"tool_limit":                 "too many tools for this model",
+	"failed":                     "same model already failed",
+	"target_saturated":           "entry saturated, tried last",
+	"target_saturated_fail_open": "entry saturated",
+	"attempt_cap":                "attempt limit reached",
+	"deadline":                   "request deadline reached",
+}
+
+func newSkipVM(index int, k *services.SkipRecord, conns map[string]string) SkipVM {
+	cause := k.Cause()
+	sv := SkipVM{Index: index, Target: k.Target, Cause: skipCauses[cause], Offset: "+" + human.Thousands(k.AtOffsetMs) + " ms"}
+	if sv.Cause == "" {
+		sv.Cause = strings.ReplaceAll(cause, "_", " ")
+	}
+	if k.Detail != "" && k.Detail != cause {
+		sv.Detail = strings.ReplaceAll(k.Detail, "_", " ")
+	}
+	if k.ConnectionID != "" {
+		sv.Conn = connName(conns, k.ConnectionID)
+	}
+	if k.RetryAfterMs > 0 {
+		sv.RetryIn = human.Duration(millis(k.RetryAfterMs), human.Latency)
+	}
+	return sv
 }
 
 // waitTitles name the kinds of wait.

@@ -561,17 +561,19 @@ type EventNames struct {
 
 // eventKinds are the words and icon of each event type.
 var eventKinds = map[events.Type]struct{ text, icon string }{
-	events.BreakerOpened:     {"Breaker opened", "ban"},
-	events.BreakerHalfOpen:   {"Breaker half-open", "clock"},
-	events.BreakerClosed:     {"Breaker closed", "check"},
-	events.CooldownSet:       {"Cooldown set", "clock"},
-	events.CooldownCleared:   {"Cooldown cleared", "check"},
-	events.LockoutSet:        {"Lockout set", "lock"},
-	events.LockoutCleared:    {"Lockout cleared", "check"},
-	events.TerminalSet:       {"Terminal state set", "ban"},
-	events.TerminalReset:     {"Terminal state reset", "check"},
-	events.LeaseEnded:        {"Lease ended", "lock"},
-	events.EmergencyFallback: {"Emergency fallback used", "alert"},
+	events.BreakerOpened:           {"Breaker opened", "ban"},
+	events.BreakerHalfOpen:         {"Breaker half-open", "clock"},
+	events.BreakerClosed:           {"Breaker closed", "check"},
+	events.CooldownSet:             {"Cooldown set", "clock"},
+	events.CooldownCleared:         {"Cooldown cleared", "check"},
+	events.LockoutSet:              {"Lockout set", "lock"},
+	events.LockoutCleared:          {"Lockout cleared", "check"},
+	events.TerminalSet:             {"Terminal state set", "ban"},
+	events.TerminalReset:           {"Terminal state reset", "check"},
+	events.LeaseEnded:              {"Lease ended", "lock"},
+	events.LeaseMoved:              {"Lease moved", "lock"},
+	events.EmergencyFallback:       {"Emergency fallback used", "alert"},
+	events.EmergencyFallbackFailed: {"Emergency fallback failed", "ban"},
 }
 
 // eventCauses are the words of the causes that are not a failure reason.
@@ -602,8 +604,21 @@ func NewEventsPanelVM(list []events.Event, names EventNames, perReplica bool, no
 	return vm
 }
 
-// EventCause is an event's cause in words: "admin", "rate limit (429)".
+// EventCause is an event's cause in words: "admin", "rate limit (429)",
+// and who acted when an admin's request caused it ("admin · key agent-a
+// sk-sy-Ab12", "connection ineligible · admin session 3f2a9c1b04de").
 func EventCause(e events.Event) string {
+	t := eventCause(e)
+	switch {
+	case e.Actor == "":
+		return t
+	case e.Cause == events.CauseAdmin:
+		return "admin · " + strings.TrimPrefix(e.Actor, "admin ")
+	}
+	return t + " · " + e.Actor
+}
+
+func eventCause(e events.Event) string {
 	if t, ok := eventCauses[e.Cause]; ok {
 		return t
 	}

@@ -2,8 +2,9 @@
 // for the Runtime page's Recent events panel and GET /api/resilience/events
 // (50-dashboard §6.8): a breaker that opened, went half-open or closed, a
 // connection cooldown set or cleared, a model lockout set or cleared, a
-// terminal state set or reset, a lease that ended, an emergency fallback
-// that answered.
+// terminal state set or reset, a lease that ended or moved to another
+// connection, an emergency fallback that answered or failed. Events an
+// admin's request caused name the admin (WithActor).
 //
 // The services that decide those transitions (services/resilience,
 // services/leases, services/gateway) record into a Recorder they are given

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -13,17 +14,24 @@ type Type string
 
 // Event types (50-dashboard §6.8).
 const (
-	BreakerOpened     Type = "breaker_opened"
-	BreakerHalfOpen   Type = "breaker_half_open"
-	BreakerClosed     Type = "breaker_closed"
-	CooldownSet       Type = "cooldown_set"
-	CooldownCleared   Type = "cooldown_cleared"
-	LockoutSet        Type = "lockout_set"
-	LockoutCleared    Type = "lockout_cleared"
-	TerminalSet       Type = "terminal_set"
-	TerminalReset     Type = "terminal_reset"
-	LeaseEnded        Type = "lease_ended"
+	BreakerOpened   Type = "breaker_opened"
+	BreakerHalfOpen Type = "breaker_half_open"
+	BreakerClosed   Type = "breaker_closed"
+	CooldownSet     Type = "cooldown_set"
+	CooldownCleared Type = "cooldown_cleared"
+	LockoutSet      Type = "lockout_set"
+	LockoutCleared  Type = "lockout_cleared"
+	TerminalSet     Type = "terminal_set"
+	TerminalReset   Type = "terminal_reset"
+	LeaseEnded      Type = "lease_ended"
+	// LeaseMoved is a lease its owner moved to another connection of the
+	// provider (the old one cooled down, lost the model or its quota):
+	// ConnectionID is the new connection, Cause the reason.
+	LeaseMoved        Type = "lease_moved"
 	EmergencyFallback Type = "emergency_fallback_used"
+	// EmergencyFallbackFailed is an emergency fallback that was tried and
+	// did not answer either; Cause is its own failure's reason.
+	EmergencyFallbackFailed Type = "emergency_fallback_failed"
 )
 
 // Causes that are not a failure classification.
@@ -62,6 +70,25 @@ type Event struct {
 	Cause string
 	// Status is the upstream HTTP status of the failure, 0 when none.
 	Status int
+	// Actor names who acted when an admin's request caused the event
+	// ("admin session 3f2a9c1b04de", "key agent-a sk-sy-Ab12"), from the
+	// request's context (WithActor); "" otherwise.
+	Actor string
+}
+
+type actorKey struct{}
+
+// WithActor returns ctx carrying actor, the display name of whoever makes
+// the admin request ctx belongs to; the events that request causes name
+// them. The audit middleware sets it for every mutating admin request.
+func WithActor(ctx context.Context, actor string) context.Context {
+	return context.WithValue(ctx, actorKey{}, actor)
+}
+
+// ActorOf returns the actor ctx carries, "" when none.
+func ActorOf(ctx context.Context) string {
+	a, _ := ctx.Value(actorKey{}).(string)
+	return a
 }
 
 // Subject names what the event concerns, with the display names of its
@@ -80,9 +107,9 @@ func (e Event) Subject(providerName, connName string) string {
 		return providerName
 	case LockoutSet, LockoutCleared:
 		return e.Model + " on " + connName
-	case LeaseEnded:
+	case LeaseEnded, LeaseMoved:
 		return "lease " + e.LeaseID + " on " + connName
-	case EmergencyFallback:
+	case EmergencyFallback, EmergencyFallbackFailed:
 		return e.Model + " → " + e.Target
 	}
 	if providerName == "" {

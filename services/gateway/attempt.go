@@ -229,6 +229,9 @@ func (st *attemptState) exclude(t target, connID, reason, detail string, retryAf
 	if len(st.diag) < 64 {
 		st.diag = append(st.diag, e)
 	}
+	if st.log != nil {
+		st.log.skipped(e, st.g.clock.Now())
+	}
 }
 
 // noteConnFailure records the reason of a connection's last failure here.
@@ -472,6 +475,7 @@ func (st *attemptState) emergency() outcome {
 		cause = string(st.last.Reason) // why the request itself failed
 	}
 	st.req, st.set = &fr, &one
+	before := st.attempts
 	for _, t := range st.g.expand(st.snap, route, &fr) {
 		if tr := st.walkTarget(t); tr.outcome == finished || st.attempts >= one.MaxAttempts {
 			break
@@ -479,8 +483,17 @@ func (st *attemptState) emergency() outcome {
 	}
 	st.req, st.set = req, set
 	res := st.emergencyResult()
-	if st.log.Outcome == OutcomeEmergencyFallback && st.g.events != nil {
-		st.g.events.Record(events.Event{Type: events.EmergencyFallback, Model: req.Model, Target: ef.Target, Cause: cause})
+	if st.g.events != nil {
+		e := events.Event{Type: events.EmergencyFallback, Model: req.Model, Target: ef.Target, Cause: cause}
+		if st.log.Outcome != OutcomeEmergencyFallback {
+			// Why the fallback failed too: its attempt's reason, or nothing
+			// of it could be tried.
+			e.Type, e.Cause = events.EmergencyFallbackFailed, exclUnavailable
+			if st.attempts > before && st.last != nil {
+				e.Cause = string(st.last.Reason)
+			}
+		}
+		st.g.events.Record(e)
 	}
 	return res
 }

@@ -58,8 +58,12 @@ func (g *Gateway) expandFor(s *Snapshot, r Route, req *Request, set *Settings, s
 			name = inner.Name
 		}
 		st.noTimer = true
+		ex := Exclusion{Target: "combo:" + name, Reason: reason}
 		if len(st.diag) < 64 {
-			st.diag = append(st.diag, Exclusion{Target: "combo:" + name, Reason: reason})
+			st.diag = append(st.diag, ex)
+		}
+		if st.log != nil {
+			st.log.skipped(ex, g.clock.Now())
 		}
 	}
 	var walk func(c *services.Combo, depth int, path map[string]bool)

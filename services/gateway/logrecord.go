@@ -46,6 +46,7 @@ type LogRecord struct {
 	UpstreamFormat    string
 	Warnings          []string
 	Waits             []Wait
+	Skips             []services.SkipRecord
 	LeaseManaged      bool
 	current           int
 }
@@ -261,4 +262,25 @@ func (r *LogRecord) waited(kind, reason, target string, start, end time.Time) {
 	from := r.offset(start)
 	r.Waits = append(r.Waits, Wait{Kind: kind, Reason: reason, Target: target, StartOffsetMs: from.Milliseconds(),
 		WaitedMs: (r.offset(end) - from).Milliseconds()})
+}
+
+// maxLoggedSkips bounds the skips one request's log keeps: a request that
+// waits out cooldowns over many passes skips the same targets each pass.
+const maxLoggedSkips = 32
+
+// skipped records an exclusion of the walk at now, between the attempts
+// dispatched so far and the next.
+func (r *LogRecord) skipped(e Exclusion, now time.Time) {
+	if len(r.Skips) >= maxLoggedSkips {
+		return
+	}
+	s := services.SkipRecord{Target: e.Target, Reason: e.Reason, Detail: e.Detail,
+		AtOffsetMs: r.offset(now).Milliseconds(), AfterAttempts: len(r.AttemptLog)}
+	if e.ConnectionID != nil {
+		s.ConnectionID = *e.ConnectionID
+	}
+	if e.RetryAfterMs != nil {
+		s.RetryAfterMs = *e.RetryAfterMs
+	}
+	r.Skips = append(r.Skips, s)
 }

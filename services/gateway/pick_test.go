@@ -438,6 +438,7 @@ type pickOutcome struct {
 
 func (env *pickEnv) run(c pickCase, cached bool) pickOutcome {
 	st := c.st()
+	st.g = env.g
 	env.obs.excluded = nil
 	var conn *services.Connection
 	s := env.reg.Snapshot()

@@ -10,8 +10,9 @@ import (
 )
 
 // A lease that ends is a Recent events entry (50-dashboard §6.8): released
-// by its owner, ended by the admin (cause "admin"), invalidated, or run out
-// of time; acquiring and renewing record nothing.
+// by its owner, ended by the admin (cause "admin", naming the admin),
+// invalidated, or run out of time; so is one its owner moved to another
+// connection. Acquiring and renewing record nothing.
 func TestLeaseEndsAreEvents(t *testing.T) {
 	eachStore(t, func(t *testing.T, clock *testkit.FakeClock, store leases.Store) {
 		s := leases.New(store, clock)
@@ -61,5 +62,17 @@ func TestLeaseEndsAreEvents(t *testing.T) {
 			t.Fatal(err)
 		}
 		want(3, events.Event{Type: events.LeaseEnded, Provider: "openai", ConnectionID: "c2", LeaseID: l.ID, Cause: leases.ReasonTTLExpired})
+
+		// Moved by its owner to another connection: one event, on the new one.
+		must(t)(s.Acquire(ctx, key, owner(4), "openai", []string{"c1"}, 0))
+		l = must(t)(s.Transition(ctx, key, owner(4), 1, "openai", []string{"c2"}, leases.ReasonHealthOrCooldown))
+		want(4, events.Event{Type: events.LeaseMoved, Provider: "openai", ConnectionID: "c2", LeaseID: l.ID, Cause: leases.ReasonHealthOrCooldown})
+
+		// Ended by an admin's request: the event names the admin.
+		if n, err := s.Invalidate(events.WithActor(ctx, "admin session 0123456789ab"), "c2", leases.ReasonAdminEnded); err != nil || n != 1 {
+			t.Fatalf("Invalidate = %d, %v", n, err)
+		}
+		want(5, events.Event{Type: events.LeaseEnded, Provider: "openai", ConnectionID: "c2", LeaseID: l.ID, Cause: events.CauseAdmin,
+			Actor: "admin session 0123456789ab"})
 	})
 }

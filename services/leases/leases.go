@@ -444,13 +444,15 @@ func (s *Leases) recordExpired(before map[string]Lease, changed []Lease) {
 	s.mu.RUnlock()
 	for _, l := range before {
 		if !now.Before(l.ExpiresAt) {
-			s.record(l, ReasonTTLExpired)
+			s.record(l, ReasonTTLExpired, "")
 		}
 	}
 }
 
-// record hands one ended lease to Events; an admin end is caused by "admin".
-func (s *Leases) record(l Lease, reason string) {
+// record hands one ended lease to Events; an admin end is caused by
+// "admin". actor names the admin whose request ended it, directly or by
+// changing its connection or key ("" when none did).
+func (s *Leases) record(l Lease, reason, actor string) {
 	if s.Events == nil {
 		return
 	}
@@ -458,14 +460,14 @@ func (s *Leases) record(l Lease, reason string) {
 		reason = events.CauseAdmin
 	}
 	s.Events.Record(events.Event{Type: events.LeaseEnded, Provider: l.Provider, ConnectionID: l.ConnectionID,
-		LeaseID: l.ID, Cause: reason})
+		LeaseID: l.ID, Cause: reason, Actor: actor})
 }
 
 // recordEnded records the rows a write ended (invalidations, a release).
-func (s *Leases) recordEnded(ls []Lease) {
+func (s *Leases) recordEnded(ctx context.Context, ls []Lease) {
 	for _, l := range ls {
 		if l.State != StateActive {
-			s.record(l, l.EndReason)
+			s.record(l, l.EndReason, events.ActorOf(ctx))
 		}
 	}
 }
@@ -574,6 +576,10 @@ func (s *Leases) Transition(ctx context.Context, key services.APIKey, owner stri
 	s.wrote(ctx, l)
 	s.wmu.Unlock()
 	s.announce(ctx, l)
+	if s.Events != nil {
+		s.Events.Record(events.Event{Type: events.LeaseMoved, Provider: l.Provider, ConnectionID: l.ConnectionID,
+			LeaseID: l.ID, Cause: reason, Actor: events.ActorOf(ctx)})
+	}
 	return l, nil
 }
 
@@ -621,7 +627,7 @@ func (s *Leases) Release(ctx context.Context, key services.APIKey, owner string,
 	s.wmu.Unlock()
 	s.announce(ctx, l)
 	if l.Ended {
-		s.recordEnded([]Lease{l})
+		s.recordEnded(ctx, []Lease{l})
 	}
 	return l, nil
 }
@@ -702,7 +708,7 @@ func (s *Leases) Invalidate(ctx context.Context, connID, reason string) (int, er
 	s.wrote(ctx, ended...)
 	s.wmu.Unlock()
 	s.announce(ctx, ended...)
-	s.recordEnded(ended)
+	s.recordEnded(ctx, ended)
 	return len(ended), nil
 }
 
@@ -721,7 +727,7 @@ func (s *Leases) InvalidateKey(ctx context.Context, keyID, reason string) (int, 
 	s.wrote(ctx, ended...)
 	s.wmu.Unlock()
 	s.announce(ctx, ended...)
-	s.recordEnded(ended)
+	s.recordEnded(ctx, ended)
 	return len(ended), nil
 }
 

@@ -152,7 +152,7 @@ func (r *Breakers) Reset(ctx context.Context, provider string) error {
 		return fmt.Errorf("resilience: reset breaker %s: %w", provider, err)
 	}
 	r.publishRow(ctx, provider, snap, false)
-	r.recordReset(provider, was)
+	r.recordReset(ctx, provider, was)
 	return nil
 }
 
@@ -194,14 +194,14 @@ func (r *Breakers) ResetAll(ctx context.Context) (int, error) {
 	// gone too.
 	r.pub.publish(ctx, services.Change{Kind: services.ChangeBreaker})
 	for i, name := range names {
-		r.recordReset(name, was[i])
+		r.recordReset(ctx, name, was[i])
 	}
 	return n, nil
 }
 
 // recordReset records the admin closing a breaker that was not closed.
-func (r *Breakers) recordReset(provider string, was uint64) {
+func (r *Breakers) recordReset(ctx context.Context, provider string, was uint64) {
 	if r.Events != nil && was != brkClosed {
-		r.Events.Record(events.Event{Type: events.BreakerClosed, Provider: provider, Cause: events.CauseAdmin})
+		r.Events.Record(events.Event{Type: events.BreakerClosed, Provider: provider, Cause: events.CauseAdmin, Actor: events.ActorOf(ctx)})
 	}
 }

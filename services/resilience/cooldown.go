@@ -429,6 +429,14 @@ func (c *Cooldowns) record(t events.Type, provider, id, cause string, status int
 	}
 }
 
+// recordAdmin records an admin's change of connection id, naming the
+// admin ctx carries.
+func (c *Cooldowns) recordAdmin(ctx context.Context, t events.Type, id string) {
+	if c.Events != nil {
+		c.Events.Record(events.Event{Type: t, ConnectionID: id, Cause: events.CauseAdmin, Actor: events.ActorOf(ctx)})
+	}
+}
+
 // Preview is what Apply would do to a connection in state from, without
 // doing it: the classify dry run (POST /api/resilience/classify) reads the
 // same decision the attempt loop applies.
@@ -619,9 +627,9 @@ func (c *Cooldowns) Reset(ctx context.Context, id string) error {
 	c.written(ctx, e, id, cur.Version, st, c.now())
 	switch {
 	case old.TerminalStatus != "":
-		c.record(events.TerminalReset, "", id, events.CauseAdmin, 0)
+		c.recordAdmin(ctx, events.TerminalReset, id)
 	case hasRoutingState(old):
-		c.record(events.CooldownCleared, "", id, events.CauseAdmin, 0)
+		c.recordAdmin(ctx, events.CooldownCleared, id)
 	}
 	return nil
 }
@@ -680,7 +688,7 @@ func (c *Cooldowns) ClearCooldownsDetailed(ctx context.Context, ids []string) (C
 			res.SkippedTerminal = append(res.SkippedTerminal, id)
 		case changed:
 			res.Cleared = append(res.Cleared, id)
-			c.record(events.CooldownCleared, "", id, events.CauseAdmin, 0)
+			c.recordAdmin(ctx, events.CooldownCleared, id)
 		default:
 			res.Unchanged = append(res.Unchanged, id)
 		}

@@ -549,13 +549,13 @@ func (l *Lockouts) Clear(ctx context.Context, filter LockFilter) (int, error) {
 	}
 	active := l.clearFilter(filter, keep)
 	l.pub.publish(ctx, services.Change{Kind: services.ChangeModelLockout, Key: lockClearKey, Payload: encodeLockFilter(filter)})
-	l.recordCleared(cleared)
+	l.recordCleared(events.ActorOf(ctx), cleared)
 	return active, nil
 }
 
 // recordCleared records one admin clear per model and connection (a model
-// may be locked under several key shapes).
-func (l *Lockouts) recordCleared(cleared []LockoutRecord) {
+// may be locked under several key shapes), by actor.
+func (l *Lockouts) recordCleared(actor string, cleared []LockoutRecord) {
 	seen := map[[3]string]bool{}
 	for _, r := range cleared {
 		k := [3]string{r.Provider, r.ConnectionID, r.Model}
@@ -564,7 +564,7 @@ func (l *Lockouts) recordCleared(cleared []LockoutRecord) {
 		}
 		seen[k] = true
 		l.Events.Record(events.Event{Type: events.LockoutCleared, Provider: r.Provider, ConnectionID: r.ConnectionID,
-			Model: r.Model, Cause: events.CauseAdmin})
+			Model: r.Model, Cause: events.CauseAdmin, Actor: actor})
 	}
 }
 
