@@ -67,8 +67,11 @@ const brWidthProbe = `(function () {
   var inner = [];
   document.querySelectorAll(".table-wrap").forEach(function (w) {
     if (w.scrollWidth > w.clientWidth + 1 && w.clientWidth > 0) {
-      var t = w.querySelector("[data-testid]"), name = t ? t.getAttribute("data-testid") : (w.id || "table");
-      inner.push(name + " " + w.scrollWidth + " in " + w.clientWidth);
+      var t = w.querySelector("[data-testid]"), name = t ? t.getAttribute("data-testid") : (w.id || "table"), cols = [];
+      w.querySelectorAll("thead th").forEach(function (th) {
+        cols.push(th.textContent.trim() + " " + Math.round(th.getBoundingClientRect().width));
+      });
+      inner.push(name + " " + w.scrollWidth + " in " + w.clientWidth + (cols.length ? " (columns: " + cols.join(", ") + ")" : ""));
     }
   });
   return JSON.stringify({iw: iw, sw: sw, wide: out.slice(0, 5), inner: inner});
@@ -215,7 +218,7 @@ func (b *brBrowser) checkAudits(all []brAudit) {
 // brTablesFit are the pages whose tables must fit a 1280 px screen without
 // scrolling inside their wrapper (elsewhere wide data may scroll in its own
 // box, 50-dashboard §8).
-var brTablesFit = map[string]bool{"/connections": true}
+var brTablesFit = map[string]bool{"/connections": true, "/logs": true}
 
 // brAuditPages are the pages the audit opens: every entry of the sidebar,
 // then the forms and details that are pages of their own.

@@ -888,7 +888,7 @@ func LogsTable(vm LogsListVM) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 67, "<div class=\"table-wrap\"><table class=\"table\"><caption>Requests, newest first</caption> <thead><tr><th scope=\"col\">Time</th><th scope=\"col\">Request</th><th scope=\"col\">API key</th><th scope=\"col\">Model → served by</th><th scope=\"col\">Status</th><th scope=\"col\" class=\"num\">Attempts</th><th scope=\"col\" class=\"num\">Latency</th><th scope=\"col\" class=\"num\">First byte</th><th scope=\"col\" class=\"num\">Tokens in / out</th><th scope=\"col\" class=\"num\">Cost (estimate)</th></tr></thead> ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 67, "<div class=\"table-wrap\"><table class=\"table table--dense\"><caption>Requests, newest first</caption> <thead><tr><th scope=\"col\">Time</th><th scope=\"col\">Request</th><th scope=\"col\">API key</th><th scope=\"col\">Model → served by</th><th scope=\"col\">Status</th><th scope=\"col\" class=\"num\">Attempts</th><th scope=\"col\" class=\"num\">Latency</th><th scope=\"col\" class=\"num\">First byte</th><th scope=\"col\" class=\"num\">Tokens in / out</th><th scope=\"col\" class=\"num\">Cost (estimate)</th></tr></thead> ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
