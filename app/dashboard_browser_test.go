@@ -763,6 +763,14 @@ func TestDashboardBrowser(t *testing.T) {
 		chromedp.WaitNotPresent(brTID(lockRow)),
 		chromedp.WaitVisible(brToast("Re-enabled model-x on fake-b.")),
 		chromedp.WaitVisible(brTID(views.ModelCooldownsEmptyID)))
+	// The row that held focus is gone, and so is every other row: focus
+	// goes to the card's heading, not to the page's <body>.
+	if got := brRun(b, chromedp.Evaluate[string](`(function () {
+	  var a = document.activeElement, card = document.getElementById("`+views.ModelCooldownsCardID+`");
+	  return !a || a === document.body ? "body" : (card && card.contains(a) ? "card:" + a.tagName.toLowerCase() : "elsewhere:" + (a.id || a.tagName));
+	})()`)); got != "card:h2" {
+		t.Errorf("focus after the last row went away: %s, want the Model Cooldowns heading", got)
+	}
 	b.shot("09-re-enabled.png")
 	api.json("/api/resilience/model-cooldowns", &locks)
 	if len(locks.Items) != 0 {

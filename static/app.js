@@ -22,7 +22,11 @@
  *      [data-drawer-close], returning focus to what opened it; [data-autofocus] in new content
  *      takes focus (the Cancel button of a confirmation panel); [data-dismiss] removes its
  *      closest [data-dismissible] ancestor (the one-time secret panel); a swapped-in
- *      [data-dismissible] panel without [data-autofocus] takes focus on its heading.
+ *      [data-dismissible] panel without [data-autofocus] takes focus on its heading. Focus a
+ *      swap takes away (its row was removed, its region re-rendered) returns to the same
+ *      element in the new content, else to the row that took the removed row's place, else
+ *      to the region's heading — also when the mutation's event re-renders the region again
+ *      right after.
  */
 (function () {
   "use strict";
@@ -781,6 +785,66 @@
     return r;
   }
 
+  // Focus lost to a swap. noteFocus records where focus was (the element, its row, the rows
+  // around it, the swapped region); after each settle within FOCUS_KEEP_MS, focus that fell
+  // to <body> goes to the first of them the page still has. The window covers the second
+  // re-render a mutation's HX-Trigger event causes right after its own swap.
+  const FOCUS_KEEP_MS = 1500;
+  let lostFocus = null;
+
+  function keyOf(el) {
+    return isElement(el) ? focusKey(el) : "";
+  }
+
+  // The region a swap target belongs to: its card or section (a removed row's own id is no
+  // place to return to).
+  function regionOf(target) {
+    const start = target.matches("tr, li, [data-row]") ? target.parentElement || target : target;
+    return start.closest("section[id], .card[id], [role=region][id]") || start;
+  }
+
+  // Recorded before the request too: hx-disabled-elt disables the focused button while the
+  // request runs, and a disabled button drops focus to <body> before any swap.
+  function noteFocus(e) {
+    const active = document.activeElement;
+    const target = e.detail && e.detail.target;
+    if (!isElement(active) || active === document.body || !isElement(target) || !target.contains(active)) {
+      return;
+    }
+    const row = rowOf(active);
+    const inRow = row && target.contains(row);
+    lostFocus = {
+      keys: [keyOf(active), inRow ? keyOf(row) : "", inRow ? keyOf(siblingRow(row, true)) : "",
+        inRow ? keyOf(siblingRow(row, false)) : ""],
+      region: keyOf(regionOf(target)),
+      until: Date.now() + FOCUS_KEEP_MS,
+    };
+  }
+  document.addEventListener("htmx:beforeRequest", noteFocus);
+  document.addEventListener("htmx:beforeSwap", noteFocus);
+
+  function restoreFocus() {
+    const lost = lostFocus;
+    const active = document.activeElement;
+    if (!lost || Date.now() > lost.until || (active && active !== document.body && active.isConnected)) {
+      return;
+    }
+    for (let i = 0; i < lost.keys.length; i++) {
+      const el = lost.keys[i] ? document.querySelector(lost.keys[i]) : null;
+      if (!el || !visible(el)) {
+        continue;
+      }
+      const inner = el.matches(FOCUSABLE) ? el : focusables(el)[0];
+      if (focusElement(inner || el)) {
+        return;
+      }
+    }
+    const region = lost.region ? document.querySelector(lost.region) : null;
+    if (!region || !focusElement(region.querySelector("h1, h2, h3") || region)) {
+      focusFallback();
+    }
+  }
+
   function dismiss(trigger, e) {
     const box = trigger.closest("[data-dismissible]");
     if (!box) {
@@ -859,6 +923,7 @@
   document.addEventListener("htmx:afterSettle", function (e) {
     const root = e.target;
     scanContent(root);
+    restoreFocus();
     const drawer = firstMatch(root, "[data-drawer]");
     if (drawer && !drawer.hidden) {
       const cfg = e.detail && e.detail.requestConfig;
