@@ -296,3 +296,24 @@ func TestLogsLiveTailCapsAPoll(t *testing.T) {
 	}
 	dashFind(t, page2, dashTID(views.LogsNewestID))
 }
+
+// A request that arrived before the rows on screen but ended after them (a
+// long stream) is not lost: the tail follows when requests ended, so the
+// next poll prepends it, and the one after does not repeat it.
+func TestLogsLiveTailShowsARequestThatEndsLate(t *testing.T) {
+	d := newDashClient(t)
+	ltWrite(t, d, ltEntry(d, "req_a1", 0, "k1"), ltEntry(d, "req_a2", 10, "k1"))
+	poll := ltPollURL(t, ltList(t, d, "tail=on"))
+	if poll == "" {
+		t.Fatal("the tail does not poll")
+	}
+	// Arrived at +5 s, between the two, and ran for two minutes.
+	long := ltEntry(d, "req_long", 5, "k2")
+	long.Stream, long.LatencyMs = true, 120_000
+	ltWrite(t, d, long)
+	got := ltPoll(t, d, poll, http.StatusOK)
+	if ids := ltRowIDs(got); strings.Join(ids, ",") != "req_long" {
+		t.Fatalf("poll rows %v, want the late-ending req_long", ids)
+	}
+	ltPoll(t, d, ltPollURL(t, got), http.StatusNoContent)
+}

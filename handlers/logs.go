@@ -170,17 +170,9 @@ func (h *Logs) logsList(ctx context.Context, f views.LogFiltersVM, q services.Re
 		list.OlderURL = logsURL(base, page.NextCursor)
 	}
 	if f.Tail && q.Cursor == "" {
-		list.TailURL = f.TailRowsURL(newestCursor(page.Items))
+		list.TailURL = f.TailRowsURL(services.TailCursor(page.Items))
 	}
 	return list, nil
-}
-
-// newestCursor is the position of the first (newest) entry, "" when none.
-func newestCursor(items []services.RequestLogEntry) string {
-	if len(items) == 0 {
-		return ""
-	}
-	return services.RequestLogCursor{CreatedAt: items[0].CreatedAt, ID: items[0].ID}.String()
 }
 
 func logsURL(q url.Values, cursor string) string {
@@ -242,10 +234,11 @@ func (h *Logs) List(c echo.Context) error { return h.logsPage(c, nil, nil) }
 // are left out. Nothing new is 204, which htmx leaves in place. Without
 // after (the list was empty) the first arrivals come as the whole table.
 //
-// Entries are ordered by when the request was received and written when it
-// ends (in batches, about a second later): a request that ends after a
-// newer one was shown (a long stream) is not prepended; the list shows it in
-// its place when reloaded.
+// The tail follows when requests ended (rows are written then, in batches
+// about a second later), not when they arrived: a long stream that ends
+// after newer requests were shown is prepended when it ends, like them;
+// its Time column still says when it arrived, and a reload shows it in its
+// place by arrival.
 func (h *Logs) Rows(c echo.Context) error {
 	ctx := c.Request().Context()
 	v := c.QueryParams()
@@ -273,7 +266,7 @@ func (h *Logs) Rows(c echo.Context) error {
 	for _, e := range page.Items {
 		rows = append(rows, views.NewLogRowVM(e, names, now))
 	}
-	poll := f.TailRowsURL(newestCursor(page.Items))
+	poll := f.TailRowsURL(services.TailCursor(page.Items))
 	if q.After == "" {
 		list := views.LogsListVM{Rows: rows, Filtered: f.Active(), Tail: true, TailURL: poll}
 		if page.NextCursor != "" {

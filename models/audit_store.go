@@ -101,7 +101,7 @@ func (s *AuditStore) ListAuditEntries(ctx context.Context, q services.AuditQuery
 		tx = tx.Where("target_id = ?", q.TargetID)
 	}
 	var rows []auditRow
-	if err := keysetPage(tx, q.Cursor, "", q.Limit, &rows); err != nil {
+	if err := keysetPage(tx, q.Cursor, q.Limit, &rows); err != nil {
 		return services.AuditPage{}, translate(err, "list audit entries")
 	}
 	items, next := pageOf(rows, q.Limit, auditRow.domain, func(e services.AuditEntry) (time.Time, string) { return e.CreatedAt, e.ID })

@@ -53,6 +53,10 @@ type RequestLogRow struct {
 	// Skips is the JSON array of the targets the request passed over
 	// (migration 0009); nil when it skipped none.
 	Skips *string
+	// EndedAt is when the request ended, CreatedAt + LatencyMs in Unix
+	// milliseconds: the live tail's order (migration 0010); nil on rows
+	// written before.
+	EndedAt *int64 `gorm:"column:ended_at"`
 }
 
 func (RequestLogRow) TableName() string { return "request_logs" }

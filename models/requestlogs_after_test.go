@@ -71,6 +71,20 @@ func TestRequestLogAfter(t *testing.T) {
 		t.Fatalf("older from there: %v, want %v", rest, want)
 	}
 
+	// A request that arrived first and ended last (a minute-long stream)
+	// is written after all of them: past the tail cursor of everything on
+	// screen, it is the one new entry, and then nothing is.
+	slow := services.RequestLogEntry{ID: "r-slow", CreatedAt: logT0, LatencyMs: 60_000, Endpoint: "/v1/chat/completions", Stream: true}
+	writeLogs(t, s, slow)
+	page, err = s.ListRequestLogs(ctx, services.RequestLogQuery{After: services.TailCursor(all)})
+	if err != nil || !reflect.DeepEqual(ids(page), []string{"r-slow"}) {
+		t.Fatalf("after everything shown: %v, %v; want the late-ending r-slow", ids(page), err)
+	}
+	page, err = s.ListRequestLogs(ctx, services.RequestLogQuery{After: services.TailCursor(append(all, slow))})
+	if err != nil || len(page.Items) != 0 {
+		t.Fatalf("after r-slow too: %v, %v", ids(page), err)
+	}
+
 	for name, q := range map[string]services.RequestLogQuery{
 		"garbage":     {After: "not a cursor"},
 		"without id":  {After: "eyJ0IjoxfQ"}, // {"t":1}

@@ -28,10 +28,10 @@ const requestLogColumns = "id, created_at, client_request_id, api_key_id, api_ke
 	"provider, model, connection_id, upstream_format, status, outcome, error_code, attempts, attempt_log, " +
 	"prompt_tokens, cached_tokens, cache_write_tokens, completion_tokens, reasoning_tokens, latency_ms, ttft_ms, " +
 	"upstream_latency_ms, warnings, affinity_hit, lease_managed, emergency_fallback, bodies_captured, bodies, " +
-	"estimated_cost_nano_usd, attempted_connections, attempted_providers, waits, skips"
+	"estimated_cost_nano_usd, attempted_connections, attempted_providers, waits, skips, ended_at"
 
 // requestLogColumnCount is the number of names in requestLogColumns.
-const requestLogColumnCount = 44
+const requestLogColumnCount = 45
 
 // purgeChunk bounds how long one retention DELETE holds the single write connection.
 const purgeChunk = 5000
@@ -204,7 +204,7 @@ func (s *RequestLogStore) writePostgres(ctx context.Context, rows []RequestLogRo
 					r.ErrorCode, r.Attempts, r.AttemptLog, r.PromptTokens, r.CachedTokens, r.CacheWriteTokens,
 					r.CompletionTokens, r.ReasoningTokens, r.LatencyMs, r.TtftMs, r.UpstreamLatencyMs, r.Warnings,
 					r.AffinityHit, r.LeaseManaged, r.EmergencyFallback, r.BodiesCaptured, r.Bodies,
-					r.EstimatedCostNanoUSD, r.AttemptedConnections, r.AttemptedProviders, r.Waits, r.Skips)
+					r.EstimatedCostNanoUSD, r.AttemptedConnections, r.AttemptedProviders, r.Waits, r.Skips, r.EndedAt)
 			}
 			// Straight to the transaction's connection: GORM's statement
 			// builder would walk the ~10,000 values once more.
@@ -216,8 +216,8 @@ func (s *RequestLogStore) writePostgres(ctx context.Context, rows []RequestLogRo
 	})
 }
 
-// ListRequestLogs returns one page newest first, keyset-paginated on (created_at, id).
-// Bodies are not read.
+// ListRequestLogs returns one page newest first, keyset-paginated on (created_at, id);
+// with After, the requests that ended since, by (ended_at, id). Bodies are not read.
 func (s *RequestLogStore) ListRequestLogs(ctx context.Context, q services.RequestLogQuery) (services.RequestLogPage, error) {
 	q, err := q.Normalize()
 	if err != nil {
@@ -260,7 +260,12 @@ func (s *RequestLogStore) ListRequestLogs(ctx context.Context, q services.Reques
 		tx = tx.Where("(id = ? OR client_request_id = ?)", s.text(q.RequestID), s.text(q.RequestID))
 	}
 	var rows []RequestLogRow
-	if err := keysetPage(tx, q.Cursor, q.After, q.Limit, &rows); err != nil {
+	if q.After != "" {
+		err = tailPage(tx, q.After, q.Limit, &rows)
+	} else {
+		err = keysetPage(tx, q.Cursor, q.Limit, &rows)
+	}
+	if err != nil {
 		return services.RequestLogPage{}, translate(err, "list request logs")
 	}
 	items, next := pageOf(rows, q.Limit, RequestLogRow.domain, func(e services.RequestLogEntry) (time.Time, string) { return e.CreatedAt, e.ID })
@@ -268,28 +273,32 @@ func (s *RequestLogStore) ListRequestLogs(ctx context.Context, q services.Reques
 }
 
 // keysetPage reads one page newest first, in (created_at DESC, id DESC)
-// order: strictly older than cursor (the next page), or strictly newer than
-// after (the entries that arrived since after was the newest), and one row
-// more than limit (which says there are more). The created_at term lets the
-// database range-scan the (created_at DESC, id DESC) index either way.
-func keysetPage[R any](tx *gorm.DB, cursor, after string, limit int, rows *[]R) error {
-	for _, k := range []struct {
-		field, cursor, cond string
-	}{
-		{"cursor", cursor, "created_at <= ? AND (created_at < ? OR id < ?)"},
-		{"after", after, "created_at >= ? AND (created_at > ? OR id > ?)"},
-	} {
-		if k.cursor == "" {
-			continue
-		}
-		c, err := services.ParseRequestLogCursor(k.cursor)
+// order: strictly older than cursor (the next page), and one row more than
+// limit (which says there are more). The created_at term lets the database
+// range-scan the (created_at DESC, id DESC) index.
+func keysetPage[R any](tx *gorm.DB, cursor string, limit int, rows *[]R) error {
+	if cursor != "" {
+		c, err := services.ParseRequestLogCursor(cursor)
 		if err != nil {
-			return services.Invalid(k.field, "is not a cursor returned by this list")
+			return services.Invalid("cursor", "is not a cursor returned by this list")
 		}
 		t := c.CreatedAt.UnixMilli()
-		tx = tx.Where(k.cond, t, t, c.ID)
+		tx = tx.Where("created_at <= ? AND (created_at < ? OR id < ?)", t, t, c.ID)
 	}
 	return tx.Order("created_at DESC, id DESC").Limit(limit + 1).Find(rows).Error
+}
+
+// tailPage reads the requests that ended strictly after the position after
+// ((ended_at, id), services.RequestLogQuery.After), those that ended last
+// first, and one row more than limit, on the (ended_at DESC, id DESC) index.
+func tailPage(tx *gorm.DB, after string, limit int, rows *[]RequestLogRow) error {
+	c, err := services.ParseRequestLogCursor(after)
+	if err != nil {
+		return services.Invalid("after", "is not a cursor returned by this list")
+	}
+	t := c.CreatedAt.UnixMilli()
+	return tx.Where("ended_at >= ? AND (ended_at > ? OR id > ?)", t, t, c.ID).
+		Order("ended_at DESC, id DESC").Limit(limit + 1).Find(rows).Error
 }
 
 // pageOf maps the rows of keysetPage and, when it read one row more than
@@ -552,6 +561,7 @@ func encodeRequestLogs(b *sqlitefast.Batch, entries []services.RequestLogEntry) 
 			b.Text = appendSkips(b.Text, x.Skips)
 			b.Span(off)
 		}
+		b.Int(x.CreatedAt.UnixMilli() + x.LatencyMs)
 	}
 	if len(b.Params) != len(entries)*requestLogColumnCount {
 		return fmt.Errorf("encoded %d values for %d rows of %d columns", len(b.Params), len(entries), requestLogColumnCount)
@@ -595,6 +605,7 @@ func requestLogRows(entries []services.RequestLogEntry) []RequestLogRow {
 			w := string(buf)
 			waits = &w
 		}
+		ended := x.CreatedAt.UnixMilli() + x.LatencyMs
 		var skips *string
 		if len(x.Skips) > 0 {
 			buf = appendSkips(buf[:0], x.Skips)
@@ -612,7 +623,8 @@ func requestLogRows(entries []services.RequestLogEntry) []RequestLogRow {
 			LatencyMs: x.LatencyMs, TtftMs: x.TtftMs, UpstreamLatencyMs: x.UpstreamLatencyMs, Warnings: warnings,
 			AffinityHit: x.AffinityHit, LeaseManaged: x.LeaseManaged, EmergencyFallback: x.EmergencyFallback,
 			BodiesCaptured: x.BodiesCaptured, Bodies: bodies, EstimatedCostNanoUSD: cost,
-			AttemptedConnections: attemptedConns, AttemptedProviders: attemptedProviders, Waits: waits, Skips: skips}
+			AttemptedConnections: attemptedConns, AttemptedProviders: attemptedProviders, Waits: waits, Skips: skips,
+			EndedAt: &ended}
 	}
 	return rows
 }

@@ -284,13 +284,37 @@ type RequestLogQuery struct {
 	Limit int
 	// Cursor is the NextCursor of the previous page, empty for the first page.
 	Cursor string
-	// After asks for the entries newer than this position instead (the
-	// dashboard's live tail; a cursor made by RequestLogCursor.String from
-	// the newest entry on screen). They come newest first, at most Limit of
-	// them: when more are newer, Items are the newest Limit and NextCursor
-	// is set (it continues older from the last item, towards the entries
-	// left out). After and Cursor cannot be combined.
+	// After asks instead for the entries of requests that ended after this
+	// position (the dashboard's live tail): a RequestLogCursor whose time
+	// is when a request ended (TailCursor of the entries on screen). Rows
+	// are written when a request ends, so following the end time misses
+	// no request, however long it ran. They come the last ended first, at
+	// most Limit of them: when more ended, Items are the last Limit and
+	// NextCursor is set (it continues older by arrival from the last item).
+	// After and Cursor cannot be combined.
 	After string
+}
+
+// EndedAt is when the request ended: receipt plus its latency.
+func (e *RequestLogEntry) EndedAt() time.Time {
+	return e.CreatedAt.Add(time.Duration(e.LatencyMs) * time.Millisecond)
+}
+
+// TailCursor is the After position past every entry of items: the one
+// that ended last ("" when there are none).
+func TailCursor(items []RequestLogEntry) string {
+	var last RequestLogCursor
+	for i := range items {
+		e := &items[i]
+		at := e.EndedAt()
+		if last.ID == "" || at.After(last.CreatedAt) || at.Equal(last.CreatedAt) && e.ID > last.ID {
+			last = RequestLogCursor{CreatedAt: at, ID: e.ID}
+		}
+	}
+	if last.ID == "" {
+		return ""
+	}
+	return last.String()
 }
 
 // Normalize validates q and fills the default limit. Problems are reported as a
