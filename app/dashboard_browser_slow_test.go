@@ -1,12 +1,14 @@
 package app_test
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -19,10 +21,12 @@ import (
 // upstream rate-limits it with Retry-After 5 (room for a loaded machine to
 // render the Overview inside the wait), the gateway waits the
 // cooldown out and serves it on the second attempt. While it waits, the
-// Overview's "Waiting now" tile reads 1; afterwards its log drawer's
+// Overview's "Waiting now" tile reads 1 and the Runtime page's Waiting
+// requests panel lists it; afterwards its log drawer's
 // attempt timeline shows both attempts and the wait, and the line that adds
 // them up matches the total, to the millisecond. Screenshots
-// slow-01-overview-waiting.png and slow-02-timeline.png land in
+// slow-01-overview-waiting.png, slow-01b-runtime-waiting.png and
+// slow-02-timeline.png land in
 // SWITCHYARD_ARTIFACTS when it is set.
 func TestDashboardBrowserSlowRequest(t *testing.T) {
 	exe := brBrowserPath(t)
@@ -63,9 +67,32 @@ func TestDashboardBrowserSlowRequest(t *testing.T) {
 		resp.Body.Close()
 		done <- answer{status: resp.StatusCode, rid: resp.Header.Get("X-Switchyard-Request-Id")}
 	}()
-	// The Overview rendered while the request is in its wait shows it.
+	// The pages below render while the request is in its wait: first the
+	// gateway must have it waiting (GET /api/concurrency lists it), or a
+	// page rendered before the first attempt was answered shows nobody.
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var conc struct {
+			Waiting []json.RawMessage `json:"waiting"`
+		}
+		api.json("/api/concurrency", &conc)
+		if len(conc.Waiting) > 0 {
+			break
+		}
+		select {
+		case <-b.sctx.Done():
+			t.Fatal("the request never waited")
+		case <-tick.C:
+		}
+	}
 	b.do(chromedp.Navigate(base+"/"), chromedp.WaitVisible(brText(views.OverviewWaitingID, "1")))
 	b.shot("slow-01-overview-waiting.png")
+	// The Runtime page's Waiting requests panel lists it: what it waits
+	// for, on which target, and when it resumes at the latest.
+	b.do(chromedp.Navigate(base+"/runtime"), chromedp.WaitVisible(brTID(views.WaitingTableID)))
+	waiting := strings.Join(strings.Fields(brRun(b, chromedp.Text(chromedp.CSS(`[data-testid="`+views.WaitingTableID+`"] tbody tr`)))), " ")
+	b.shot("slow-01b-runtime-waiting.png")
 
 	b.step("the timeline of the slow request", brStepTimeout)
 	var got answer
@@ -76,6 +103,9 @@ func TestDashboardBrowserSlowRequest(t *testing.T) {
 	}
 	if got.err != nil || got.status != http.StatusOK || got.rid == "" {
 		t.Fatalf("slow request: %d %q %v", got.status, got.rid, got.err)
+	}
+	if !strings.Contains(waiting, got.rid) || !strings.Contains(waiting, "fake/m1") {
+		t.Errorf("the Waiting requests row %q does not name request %s and its target fake/m1", waiting, got.rid)
 	}
 	api.waitOK("/logs/" + got.rid)
 	b.do(chromedp.Navigate(base+"/logs"), chromedp.WaitVisible(brTID(views.RowID(views.RowLog, got.rid))), brSettled,

@@ -343,16 +343,22 @@ func evWait(t *testing.T, a *testkit.App, want events.Type) events.Event {
 	}
 }
 
-func TestRuntimeEventsEmergencyFallbackUsed(t *testing.T) {
-	f := twoProviders(t)
-	d := rtDash(t, f)
-	f.fu.Script("fk-a", fakeupstream.Step{Status: 503})
-	patchResilience(t, f.app, `{"emergencyFallback":{"target":"fakeb/m2"}}`)
+// evFallbackTo turns the emergency fallback on, to target.
+func evFallbackTo(t *testing.T, f *gwFixture, target string) {
+	t.Helper()
+	patchResilience(t, f.app, `{"emergencyFallback":{"target":"`+target+`"}}`)
 	req := testkit.Request("PATCH", "/api/feature-flags", `{"emergencyFallback":true}`, "Content-Type", "application/json", "Sec-Fetch-Site", "same-origin")
 	req.AddCookie(f.app.Login())
 	if rec := f.app.Do(req); rec.Code != 200 {
 		t.Fatalf("PATCH /api/feature-flags: %d %s", rec.Code, rec.Body.String())
 	}
+}
+
+func TestRuntimeEventsEmergencyFallbackUsed(t *testing.T) {
+	f := twoProviders(t)
+	d := rtDash(t, f)
+	f.fu.Script("fk-a", fakeupstream.Step{Status: 503})
+	evFallbackTo(t, f, "fakeb/m2")
 	resp, _ := postKey(t, f.url+"/v1/chat/completions", f.key, chatBody)
 	if resp.StatusCode != 200 || resp.Header.Get("X-Switchyard-Emergency-Fallback") == "" {
 		t.Fatalf("fallback: %d %v", resp.StatusCode, resp.Header)
@@ -378,12 +384,7 @@ func TestRuntimeEventsEmergencyFallbackFailed(t *testing.T) {
 	d := rtDash(t, f)
 	f.fu.Script("fk-a", fakeupstream.Step{Status: 503})
 	f.fu.Script("fk-b", fakeupstream.Step{Status: 429, RetryAfter: "30"})
-	patchResilience(t, f.app, `{"emergencyFallback":{"target":"fakeb/m2"}}`)
-	req := testkit.Request("PATCH", "/api/feature-flags", `{"emergencyFallback":true}`, "Content-Type", "application/json", "Sec-Fetch-Site", "same-origin")
-	req.AddCookie(f.app.Login())
-	if rec := f.app.Do(req); rec.Code != 200 {
-		t.Fatalf("PATCH /api/feature-flags: %d %s", rec.Code, rec.Body.String())
-	}
+	evFallbackTo(t, f, "fakeb/m2")
 	resp, _ := postKey(t, f.url+"/v1/chat/completions", f.key, chatBody)
 	if resp.StatusCode < 400 {
 		t.Fatalf("both failed, answered %d", resp.StatusCode)
