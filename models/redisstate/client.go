@@ -32,6 +32,10 @@ type Options struct {
 	PoolSize int
 	// Now is the local clock of the breaker (not of any limit). Default time.Now.
 	Now func() time.Time
+	// ReserveNow is the local clock a replica's reserves lapse by
+	// (reserve.go; a block's record in Redis lapses by the server's clock
+	// at twice the local TTL). Default time.Now.
+	ReserveNow func() time.Time
 }
 
 func (o Options) withDefaults() Options {
@@ -52,6 +56,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.ReserveNow == nil {
+		o.ReserveNow = time.Now
 	}
 	return o
 }

@@ -51,12 +51,21 @@ func (d *Dispatch) AdmitDispatch(ctx context.Context, g traffic.DispatchGates, s
 		}
 		return a
 	}
+	if rel, ok := s.fromReserve(g.ConnectionID, g.Limit); ok {
+		// A spare slot: no round trip for it, and the queue's own reserve
+		// may spare the other.
+		a.Release = rel
+		slotDone()
+		a.Ticket, a.QueueErr = q.Admit(ctx, g.QueueKey, g.Queue)
+		return a
+	}
 	st, qt := s.newTry(g.ConnectionID, g.Limit, cfg), q.newTry(g.QueueKey, g.Queue)
 	keys := append(append(make([]string, 0, len(st.keys)+len(qt.keys)), st.keys...), qt.keys...)
 	res, err := s.c.run(ctx, dispatchAdmit, keys, append(s.args(st, ""), q.args(qt)...)...)
 	if err != nil || asInt(res[0]) != 1 {
 		// The slot did not come at once, so the script left the queue
 		// alone: wait for the slot (or fall back), then admit as usual.
+		q.endTry(qt, nil)
 		a.Release, _, a.SlotErr = s.settle(ctx, st, res, err)
 		slotDone()
 		if queueNext(a.SlotErr) {
@@ -64,6 +73,7 @@ func (d *Dispatch) AdmitDispatch(ctx context.Context, g traffic.DispatchGates, s
 		}
 		return a
 	}
+	st.held, st.waiting = int(asInt(res[1])), int(asInt(res[2]))
 	a.Release = s.granted(st)
 	slotDone()
 	a.Ticket, a.QueueErr = q.settle(ctx, qt, res[3:], nil)

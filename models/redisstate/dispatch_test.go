@@ -65,7 +65,7 @@ func (p *pair) admit(ctx context.Context, conn string, limit int, cfg traffic.Qu
 }
 
 func openQueue() traffic.QueueConfig {
-	return traffic.QueueConfig{RequestsPerMinute: 60_000, ConcurrentRequests: 50, MaxWaitMs: 15_000, MaxQueueDepth: 50}
+	return traffic.QueueConfig{RequestsPerMinute: 60_000, ConcurrentRequests: 10, MaxWaitMs: 15_000, MaxQueueDepth: 50} // a cap under reserveMinLimit: no spares
 }
 
 // A dispatch whose slot and queue both admit at once costs one script
@@ -250,7 +250,7 @@ func TestDispatchHoldsTheSlotWhileTheQueueWaits(t *testing.T) {
 	if n, _ := p.s.InFlight(ctx, "c5"); n != 2 || done.Load() != 2 {
 		t.Fatalf("while the queue waits: %d slots held, slotDone %d; want 2 and 2", n, done.Load())
 	}
-	mr.SetTime(time.Date(2026, 12, 1, 0, 0, 2, 0, time.UTC)) // server(t) starts at 00:00:00
+	setTime(mr, time.Date(2026, 12, 1, 0, 0, 2, 0, time.UTC)) // server(t) starts at 00:00:00
 	a := <-got
 	if a.SlotErr != nil || a.QueueErr != nil || a.Ticket.Key() != "p:c5" {
 		t.Fatalf("after the spacing: %+v", a)

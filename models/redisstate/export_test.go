@@ -63,3 +63,20 @@ func QueueTouched(ctx context.Context, c *Client, prefix, key string) bool {
 	n, _ := c.rdb.Exists(ctx, base, base+":run", base+":wq", base+":we", base+":seq").Result()
 	return n > 0
 }
+
+// Sweep gives idle reserves back at once (Run does it every second).
+func (s *Slots) Sweep()     { s.sweep() }
+func (k *KeyLimits) Sweep() { k.sweep() }
+func (q *Queues) Sweep()    { q.sweep() }
+
+// KeyGrants is the number of concurrency grants of a client key in Redis.
+func KeyGrants(ctx context.Context, c *Client, prefix, keyID string) int {
+	n, _ := c.rdb.ZCard(ctx, prefix+":kconc:{"+keyID+"}").Result()
+	return int(n)
+}
+
+// SlotGrants is the number of slot grants of a connection in Redis.
+func SlotGrants(ctx context.Context, c *Client, prefix, conn string) int {
+	n, _ := c.rdb.ZCard(ctx, prefix+":slot:{"+conn+"}").Result()
+	return int(n)
+}

@@ -27,7 +27,7 @@ func TestKeyLimiterFleetWide(t *testing.T) {
 	admitted := 0
 	var last *traffic.KeyRefusal
 	for i := range 180 {
-		mr.SetTime(t0.Add(time.Duration(i) * time.Second / 9))
+		setTime(mr, t0.Add(time.Duration(i)*time.Second/9))
 		g, err := replicas[i%3].Admit(ctx, "k1", lim)
 		var ref *traffic.KeyRefusal
 		switch {

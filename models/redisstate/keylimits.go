@@ -2,17 +2,25 @@ package redisstate
 
 import (
 	"context"
+	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // KeyLimits counts client keys' requestsPerMinute and maxConcurrentRequests
-// fleet-wide (10-gateway-api §3.4; scale-out §3.4 row 10): one script per
-// admission, the bucket and the in-flight grants in Redis, time from the
-// Redis server. A grant is renewed while its request runs.
+// fleet-wide (10-gateway-api §3.4; scale-out §3.4 row 10): the bucket and the
+// in-flight grants in Redis, time from the Redis server. A grant is renewed
+// while its request runs. A key with room to spare is admitted from this
+// replica's reserve of it (reserve.go) — a token block and the grants of
+// ended requests — so most of its admissions and releases make no round
+// trip; one script decides the others.
 type KeyLimits struct {
 	c      *Client
 	prefix string
 	g      *grants
+	own    string // this replica's block field
+	res    reserves
 }
 
 // KeyDecision is the outcome of one admission.
@@ -26,6 +34,8 @@ type KeyDecision struct {
 	// Grant is released when the request ends ("" = nothing held).
 	Grant string
 	key   string
+	r     *reserve
+	limit int
 }
 
 // NewKeyLimits returns the shared per-key limiter.
@@ -36,22 +46,64 @@ func NewKeyLimits(c *Client, prefix, replica string, grantTTL time.Duration) *Ke
 	if grantTTL <= 0 {
 		grantTTL = 30 * time.Second
 	}
-	return &KeyLimits{c: c, prefix: prefix, g: newGrants(c, replica, grantTTL)}
+	return &KeyLimits{c: c, prefix: prefix, g: newGrants(c, replica, grantTTL), own: "r:" + replica}
 }
 
-// Run renews live grants until ctx ends.
-func (k *KeyLimits) Run(ctx context.Context) { k.g.run(ctx) }
+// Run renews live grants, gives idle reserves back and listens for need
+// notices until ctx ends.
+func (k *KeyLimits) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { k.listen(ctx) })
+	wg.Go(func() { sweepEvery(ctx, k.sweep) })
+	k.g.run(ctx)
+	wg.Wait()
+}
+
+func (k *KeyLimits) keys(keyID string) (bucket, conc string) {
+	return k.prefix + ":krpm:{" + keyID + "}", k.prefix + ":kconc:{" + keyID + "}"
+}
+
+func (k *KeyLimits) needChannel(keyID string) string { return k.prefix + ":kneed:" + keyID }
 
 // Admit decides one request of keyID. An error (wrapping ErrDegraded) means
 // Redis could not decide: the caller answers from its local limiter.
 func (k *KeyLimits) Admit(ctx context.Context, keyID string, rpm, maxConcurrent int) (KeyDecision, error) {
-	bucket := k.prefix + ":krpm:{" + keyID + "}"
-	conc := k.prefix + ":kconc:{" + keyID + "}"
+	r := k.res.get(keyID)
+	now := k.c.opts.ReserveNow()
+	r.mu.Lock()
+	if d, ok := k.fromReserve(r, rpm, maxConcurrent, now); ok {
+		r.mu.Unlock()
+		return d, nil
+	}
+	var unused, want int
+	if rpm > 0 {
+		unused, want = r.startBlock(rpm, now)
+	}
+	r.mu.Unlock()
+
+	bucket, conc := k.keys(keyID)
 	id := ""
 	if maxConcurrent > 0 {
 		id = k.g.newID()
 	}
-	res, err := k.c.run(ctx, keyAdmit, []string{bucket, conc}, rpm, maxConcurrent, id, k.g.ttl.Milliseconds())
+	settle := 0
+	if unused > 0 || want > 0 {
+		settle = 1
+	}
+	res, err := k.c.run(ctx, keyAdmit, []string{bucket, conc}, rpm, maxConcurrent, id, k.g.ttl.Milliseconds(),
+		k.own, settle, unused, want, reserveBlockTTL.Milliseconds(), k.needChannel(keyID))
+	r.mu.Lock()
+	var got int
+	if err == nil {
+		got = int(asInt(res[3]))
+	}
+	r.endBlock(want, got, k.c.opts.ReserveNow())
+	var giveBack []string
+	if err == nil && maxConcurrent > 0 && asInt(res[0]) == 1 {
+		giveBack = r.observe(maxConcurrent, int(asInt(res[4])), 0)
+	}
+	r.mu.Unlock()
+	k.release(conc, giveBack)
 	if err != nil {
 		return KeyDecision{}, err
 	}
@@ -62,23 +114,118 @@ func (k *KeyLimits) Admit(ctx context.Context, keyID string, rpm, maxConcurrent 
 	d := KeyDecision{Admitted: true}
 	if id != "" {
 		k.g.hold(id, conc)
-		d.Grant, d.key = id, conc
+		d.Grant, d.key, d.r, d.limit = id, conc, r, maxConcurrent
 	}
 	return d, nil
 }
 
-// Release returns a decision's concurrency grant (idempotent per grant).
+// fromReserve admits from r when it holds what the request needs: a token
+// (when rpm is set) and a spare grant (when maxConcurrent is). r is locked.
+func (k *KeyLimits) fromReserve(r *reserve, rpm, maxConcurrent int, now time.Time) (KeyDecision, bool) {
+	if k.c.Degraded() || (rpm > 0 && (r.tokens == 0 || !now.Before(r.blockEnd))) {
+		return KeyDecision{}, false
+	}
+	d := KeyDecision{Admitted: true}
+	if maxConcurrent > 0 {
+		id, ok := r.takeSpare(maxConcurrent, now)
+		if !ok {
+			return KeyDecision{}, false
+		}
+		d.Grant, d.r, d.limit = id, r, maxConcurrent
+		if r.grantKey == "" {
+			_, r.grantKey = k.keys(r.name)
+		}
+		d.key = r.grantKey
+	}
+	if rpm > 0 {
+		r.takeToken(now)
+	}
+	return d, true
+}
+
+// Release returns a decision's concurrency grant (idempotent per grant):
+// kept as a spare while the key has room, else released in Redis.
 func (k *KeyLimits) Release(d KeyDecision) {
 	if d.Grant == "" {
 		return
 	}
-	k.g.drop(d.Grant)
-	k.c.release(releaseGrant, []string{d.key}, d.Grant)
+	if d.r != nil {
+		d.r.mu.Lock()
+		kept := !k.c.Degraded() && d.r.keep(d.Grant, d.limit, k.c.opts.ReserveNow())
+		d.r.mu.Unlock()
+		if kept {
+			return
+		}
+	}
+	k.release(d.key, []string{d.Grant})
 }
 
-// Forget drops a revoked key's bucket and grants.
-func (k *KeyLimits) Forget(ctx context.Context, keyID string) error {
-	return k.c.call(ctx, func(ctx context.Context) error {
-		return k.c.rdb.Del(ctx, k.prefix+":krpm:{"+keyID+"}", k.prefix+":kconc:{"+keyID+"}").Err()
+func (k *KeyLimits) release(conc string, ids []string) {
+	for _, id := range ids {
+		k.g.drop(id)
+		k.c.release(releaseGrant, []string{conc}, id)
+	}
+}
+
+// giveBack hands a reserve's spares and unspent tokens back to Redis.
+func (k *KeyLimits) giveBack(keyID string, spares []string, unused int) {
+	bucket, conc := k.keys(keyID)
+	k.release(conc, spares)
+	if unused > 0 {
+		k.c.release(settleBlock, []string{bucket}, k.own, unused)
+	}
+}
+
+func (k *KeyLimits) sweep() {
+	k.res.each(func(keyID string, r *reserve) {
+		r.mu.Lock()
+		spares, unused := r.sweep(k.c.opts.ReserveNow())
+		r.mu.Unlock()
+		k.giveBack(keyID, spares, unused)
 	})
+}
+
+// listen gives a key's reserve back when another admission of it was
+// refused somewhere in the fleet.
+func (k *KeyLimits) listen(ctx context.Context) {
+	prefix := k.prefix + ":kneed:"
+	listen(ctx, func(ctx context.Context) *redis.PubSub { return k.c.rdb.PSubscribe(ctx, prefix+"*") },
+		func(msg *redis.Message) {
+			keyID := msg.Channel[len(prefix):]
+			if r := k.res.peek(keyID); r != nil {
+				r.mu.Lock()
+				spares, unused := r.need(k.c.opts.ReserveNow())
+				r.mu.Unlock()
+				k.giveBack(keyID, spares, unused)
+			}
+		})
+}
+
+// Forget drops a revoked key's bucket, grants and reserve.
+func (k *KeyLimits) Forget(ctx context.Context, keyID string) error {
+	if r := k.res.peek(keyID); r != nil {
+		r.mu.Lock()
+		for _, id := range r.forget() {
+			k.g.drop(id)
+		}
+		r.mu.Unlock()
+	}
+	bucket, conc := k.keys(keyID)
+	return k.c.call(ctx, func(ctx context.Context) error {
+		return k.c.rdb.Del(ctx, bucket, conc).Err()
+	})
+}
+
+// sweepEvery calls fn every reserveSweep until ctx ends.
+func sweepEvery(ctx context.Context, fn func()) {
+	t := time.NewTicker(reserveSweep)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
+	}
 }

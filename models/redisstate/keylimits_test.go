@@ -18,7 +18,7 @@ func TestKeyLimitsRateAcrossReplicas(t *testing.T) {
 	admitted := 0
 	var lastRefusal redisstate.KeyDecision
 	for i := range 180 {
-		mr.SetTime(t0.Add(time.Duration(i) * time.Second / 9))
+		setTime(mr, t0.Add(time.Duration(i)*time.Second/9))
 		d, err := replicas[i%3].Admit(context.Background(), "k1", 120, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -55,7 +55,7 @@ func TestKeyLimitsConcurrencyAndLimitChange(t *testing.T) {
 		t.Fatal("refused after a release")
 	}
 	// The grants of a replica that stopped renewing lapse after their TTL.
-	mr.SetTime(time.Date(2026, 12, 1, 0, 1, 0, 0, time.UTC))
+	setTime(mr, time.Date(2026, 12, 1, 0, 1, 0, 0, time.UTC))
 	if d, _ := a.Admit(ctx, "k", 0, 2); !d.Admitted {
 		t.Fatal("lapsed grants still count")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +22,10 @@ import (
 // The local *traffic.Queues stays the source of learned limits (it parses
 // the upstream headers and persists them), keeps the counters, and answers
 // every admission while Redis is unavailable (limits per replica then).
+// A key that nothing paces (no spacing, no learned throttle, nobody
+// waiting) with room to spare admits from this replica's reserve of it — a
+// token block and the running grants of ended requests (reserve.go) — with
+// no round trip.
 type Queues struct {
 	c      *Client
 	prefix string
@@ -32,6 +37,9 @@ type Queues struct {
 
 	mu   sync.Mutex
 	wake map[string]chan struct{}
+	// own is this replica's token-block field; res its reserves by key.
+	own string
+	res reserves
 }
 
 var _ traffic.RateStore = (*Queues)(nil)
@@ -60,15 +68,97 @@ func NewQueues(c *Client, local *traffic.Queues, opts QueuesOptions) *Queues {
 		opts.OnFallback = func(string) {}
 	}
 	return &Queues{c: c, prefix: opts.Prefix, local: local, g: newGrants(c, opts.Replica, opts.GrantTTL),
-		poll: opts.Poll, onFallback: opts.OnFallback, wake: map[string]chan struct{}{}}
+		poll: opts.Poll, onFallback: opts.OnFallback, wake: map[string]chan struct{}{}, own: "r:" + opts.Replica}
 }
 
-// Run renews running grants and listens for releases until ctx ends.
+// Run renews running grants, listens for releases and need notices and
+// gives idle reserves back until ctx ends.
 func (q *Queues) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { q.listen(ctx) })
+	wg.Go(func() { sweepEvery(ctx, q.sweep) })
 	q.g.run(ctx)
 	wg.Wait()
+}
+
+func (q *Queues) needChannel(key string) string { return q.prefix + ":rqneed:" + key }
+
+// giveBack hands a reserve's spare running grants and unspent tokens back.
+func (q *Queues) giveBack(key string, spares []string, unused int) {
+	state, running, waitq, _, _, channel := q.keys(key)
+	for _, id := range spares {
+		q.g.drop(id)
+		q.c.release(slotRelease, []string{running, waitq, channel}, id)
+	}
+	if unused > 0 {
+		q.c.release(settleBlock, []string{state}, q.own, unused)
+	}
+}
+
+func (q *Queues) sweep() {
+	q.res.each(func(key string, r *reserve) {
+		r.mu.Lock()
+		spares, unused := r.sweep(q.c.opts.ReserveNow())
+		r.mu.Unlock()
+		q.giveBack(key, spares, unused)
+	})
+}
+
+// forgetReserves drops the reserves of the keys match selects (a reset
+// deleted their state in Redis).
+func (q *Queues) forgetReserves(match func(key string) bool) {
+	q.res.each(func(key string, r *reserve) {
+		if !match(key) {
+			return
+		}
+		r.mu.Lock()
+		for _, id := range r.forget() {
+			q.g.drop(id)
+		}
+		r.mu.Unlock()
+	})
+}
+
+// fromReserve admits a request of key from this replica's reserve when the
+// key's pacing allows one and the reserve holds what it needs: a token
+// (when the key has a rate) and a spare running grant (when it has a
+// concurrency cap).
+func (q *Queues) fromReserve(key string, cfg traffic.QueueConfig) (traffic.Ticket, bool) {
+	rpm, conc := cfg.RequestsPerMinute, cfg.ConcurrentRequests
+	if q.c.Degraded() || cfg.MinTimeBetweenRequestsMs > 0 || (rpm <= 0 && conc <= 0) {
+		return traffic.Ticket{}, false
+	}
+	r := q.res.peek(key)
+	if r == nil {
+		return traffic.Ticket{}, false
+	}
+	if minTime, _, _, throttled, _ := q.local.LearnedThrottle(key); minTime > 0 || throttled {
+		return traffic.Ticket{}, false
+	}
+	now := q.c.opts.ReserveNow()
+	r.mu.Lock()
+	if rpm > 0 && (r.tokens == 0 || !now.Before(r.blockEnd)) {
+		r.mu.Unlock()
+		return traffic.Ticket{}, false
+	}
+	owner := &queueTicket{q: q, key: key, r: r, limit: conc}
+	if conc > 0 {
+		id, ok := r.takeSpare(conc, now)
+		if !ok {
+			r.mu.Unlock()
+			return traffic.Ticket{}, false
+		}
+		owner.grant = id
+		if r.grantKey == "" {
+			_, r.grantKey, r.waitKey, _, _, r.channel = q.keys(key)
+		}
+		owner.running, owner.waitq, owner.channel = r.grantKey, r.waitKey, r.channel
+	}
+	if rpm > 0 {
+		r.takeToken(now)
+	}
+	r.mu.Unlock()
+	return traffic.NewTicket(owner, q.local.Now(), time.Duration(cfg.MaxWaitMs)*time.Millisecond), true
 }
 
 func (q *Queues) keys(key string) (state, running, waitq, waitexp, seq, channel string) {
@@ -76,10 +166,23 @@ func (q *Queues) keys(key string) (state, running, waitq, waitexp, seq, channel 
 	return base, base + ":run", base + ":wq", base + ":we", base + ":seq", q.prefix + ":rqfree:" + key
 }
 
+// listen turns release notices into wake-ups of this replica's waiters,
+// and need notices into the return of its reserve of the key.
 func (q *Queues) listen(ctx context.Context) {
-	prefix := q.prefix + ":rqfree:"
-	listen(ctx, func(ctx context.Context) *redis.PubSub { return q.c.rdb.PSubscribe(ctx, prefix+"*") },
-		func(msg *redis.Message) { q.notify(msg.Channel[len(prefix):]) })
+	free, need := q.prefix+":rqfree:", q.prefix+":rqneed:"
+	listen(ctx, func(ctx context.Context) *redis.PubSub { return q.c.rdb.PSubscribe(ctx, free+"*", need+"*") },
+		func(msg *redis.Message) {
+			if key, ok := strings.CutPrefix(msg.Channel, need); ok {
+				if r := q.res.peek(key); r != nil {
+					r.mu.Lock()
+					spares, unused := r.need(q.c.opts.ReserveNow())
+					r.mu.Unlock()
+					q.giveBack(key, spares, unused)
+				}
+				return
+			}
+			q.notify(msg.Channel[len(free):])
+		})
 }
 
 func (q *Queues) notify(key string) {
@@ -115,6 +218,9 @@ func (q *Queues) Admit(ctx context.Context, key string, cfg traffic.QueueConfig)
 	if err := ctx.Err(); err != nil {
 		return traffic.Ticket{}, err
 	}
+	if tk, ok := q.fromReserve(key, cfg); ok {
+		return tk, nil
+	}
 	t := q.newTry(key, cfg)
 	res, err := q.c.run(ctx, queueDecide, t.keys, q.args(t)...)
 	return q.settle(ctx, t, res, err)
@@ -134,6 +240,11 @@ type queueTry struct {
 	// ("" until it does); onBoard is set once it is on the waiting board.
 	waiter  string
 	onBoard bool
+	// r is the key's reserve; unused and want are the first try's block
+	// settlement and request (reserve.startBlock), ended by endTry.
+	r            *reserve
+	unused, want int
+	tried        bool
 }
 
 func (q *Queues) newTry(key string, cfg traffic.QueueConfig) *queueTry {
@@ -144,14 +255,60 @@ func (q *Queues) newTry(key string, cfg traffic.QueueConfig) *queueTry {
 	}
 	t.state, t.running, t.waitq, t.waitexp, t.seq, t.channel = q.keys(key)
 	t.keys = []string{t.state, t.running, t.waitq, t.waitexp, t.seq}
+	if cfg.RequestsPerMinute > 0 || cfg.ConcurrentRequests > 0 {
+		t.r = q.res.get(key)
+		if cfg.RequestsPerMinute > 0 {
+			t.r.mu.Lock()
+			t.unused, t.want = t.r.startBlock(cfg.RequestsPerMinute, q.c.opts.ReserveNow())
+			t.r.mu.Unlock()
+		}
+	}
 	return t
 }
 
-// args are queueDecide's ARGV for the next try of t.
+// args are queueDecide's ARGV for the next try of t; only the first
+// settles or asks for a block.
 func (q *Queues) args(t *queueTry) []any {
 	cfg := t.cfg
+	settle, unused, want := 0, 0, 0
+	if !t.tried && (t.unused > 0 || t.want > 0) {
+		settle, unused, want = 1, t.unused, t.want
+	}
 	return []any{cfg.RequestsPerMinute, t.spacing, cfg.ConcurrentRequests, cfg.MaxQueueDepth, t.id,
-		q.g.ttl.Milliseconds(), t.waiter, t.waiterTTL.Milliseconds()}
+		q.g.ttl.Milliseconds(), t.waiter, t.waiterTTL.Milliseconds(),
+		q.own, settle, unused, want, reserveBlockTTL.Milliseconds(), q.needChannel(t.key)}
+}
+
+// endTry records the first try's answer res (nil: it did not reach the
+// queue) in the key's reserve: the block it granted and, for a dispatch,
+// whether the running count leaves room for spares. Unspent tokens the
+// try meant to settle go back off the request path when it did not
+// dispatch (a wait or refusal can end the script before the bucket).
+func (q *Queues) endTry(t *queueTry, res []any) {
+	if t.tried || t.r == nil {
+		return
+	}
+	t.tried = true
+	dispatched := len(res) >= 6 && asInt(res[0]) == 1
+	got := 0
+	if dispatched {
+		got = int(asInt(res[4]))
+	}
+	r := t.r
+	r.mu.Lock()
+	r.endBlock(t.want, got, q.c.opts.ReserveNow())
+	var giveBack []string
+	if dispatched && t.cfg.ConcurrentRequests > 0 {
+		giveBack = r.observe(t.cfg.ConcurrentRequests, int(asInt(res[5])), int(asInt(res[3])))
+	}
+	r.mu.Unlock()
+	unused := 0
+	if !dispatched && (t.unused > 0 || t.want > 0) {
+		unused = t.unused
+	}
+	if len(giveBack) > 0 || unused > 0 {
+		q.giveBack(t.key, giveBack, unused)
+	}
 }
 
 // settle takes the answer (res, err) of a try of t to its end: dispatched,
@@ -169,6 +326,7 @@ func (q *Queues) settle(ctx context.Context, t *queueTry, res []any, err error) 
 		cancel()
 	}
 	for ; ; res, err = q.c.run(ctx, queueDecide, t.keys, q.args(t)...) {
+		q.endTry(t, res)
 		if err != nil {
 			if ctx.Err() != nil {
 				leave()
@@ -184,6 +342,9 @@ func (q *Queues) settle(ctx context.Context, t *queueTry, res []any, err error) 
 		case 1:
 			q.g.hold(t.id, t.running)
 			owner := &queueTicket{q: q, key: key, grant: t.id, running: t.running, waitq: t.waitq, channel: t.channel}
+			if t.r != nil && t.waiter == "" && cfg.ConcurrentRequests > 0 {
+				owner.r, owner.limit = t.r, cfg.ConcurrentRequests // a waited dispatch keeps no spare
+			}
 			return traffic.NewTicket(owner, q.local.Now(), time.Duration(cfg.MaxWaitMs)*time.Millisecond), nil
 		case -1:
 			return traffic.Ticket{}, q.local.Refuse(key, traffic.CodeQueueFull, int(asInt(res[3])), cfg)
@@ -225,16 +386,31 @@ func (q *Queues) settle(ctx context.Context, t *queueTry, res []any, err error) 
 	}
 }
 
-// queueTicket is the TicketOwner of a shared admission.
+// queueTicket is the TicketOwner of a shared admission; grant is "" for
+// one from the reserve of a key without a concurrency cap.
 type queueTicket struct {
 	q                       *Queues
 	key, grant              string
 	running, waitq, channel string
+	// r takes the grant back as a spare when the key has room (nil: never).
+	r     *reserve
+	limit int
 }
 
 func (t *queueTicket) TicketKey() string { return t.key }
 
 func (t *queueTicket) TicketDone() {
+	if t.grant == "" {
+		return
+	}
+	if t.r != nil {
+		t.r.mu.Lock()
+		kept := !t.q.c.Degraded() && t.r.keep(t.grant, t.limit, t.q.c.opts.ReserveNow())
+		t.r.mu.Unlock()
+		if kept {
+			return
+		}
+	}
 	t.q.g.drop(t.grant)
 	t.q.c.release(slotRelease, []string{t.running, t.waitq, t.channel}, t.grant)
 }
@@ -271,7 +447,7 @@ func (q *Queues) share(ctx context.Context, key string) error {
 	}
 	state, _, _, _, _, _ := q.keys(key)
 	ctx = context.WithoutCancel(ctx) // the response is decided; its client may be gone
-	_, err := q.c.run(ctx, queueLearn, []string{state}, q.local.Now().UnixMilli(), minTime.Milliseconds(), untilMs, budget)
+	_, err := q.c.run(ctx, queueLearn, []string{state}, q.local.Now().UnixMilli(), minTime.Milliseconds(), untilMs, budget, q.needChannel(key))
 	if err != nil {
 		q.onFallback("request_queue")
 		return errors.Join(err, services.ErrUnavailable)
@@ -294,6 +470,7 @@ func (q *Queues) Reset(ctx context.Context) (int, error) {
 	if err != nil {
 		return n, err
 	}
+	q.forgetReserves(func(string) bool { return true })
 	return n, q.deleteShared(ctx, q.prefix+":rq:{*")
 }
 
@@ -303,6 +480,7 @@ func (q *Queues) ResetConnection(ctx context.Context, connectionID string) (int,
 	if err != nil {
 		return n, err
 	}
+	q.forgetReserves(func(key string) bool { return strings.Contains(key, ":"+connectionID) })
 	return n, q.deleteShared(ctx, q.prefix+":rq:{*:"+connectionID+"*")
 }
 

@@ -20,12 +20,28 @@ import (
 func server(t *testing.T) (*miniredis.Miniredis, *redisstate.Client) {
 	t.Helper()
 	mr := miniredis.RunT(t)
-	mr.SetTime(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	clock := &atomic.Pointer[time.Time]{}
+	clocks.Store(mr, clock)
+	t.Cleanup(func() { clocks.Delete(mr) })
+	setTime(mr, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1,
 		DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond})
-	c := redisstate.NewWithClient(rdb, redisstate.Options{CallTimeout: 500 * time.Millisecond, OpenFor: 50 * time.Millisecond})
+	c := redisstate.NewWithClient(rdb, redisstate.Options{CallTimeout: 500 * time.Millisecond, OpenFor: 50 * time.Millisecond,
+		ReserveNow: func() time.Time { return *clock.Load() }})
 	t.Cleanup(func() { c.Close() })
 	return mr, c
+}
+
+// clocks holds each test server's time, which the replicas' reserves
+// read too: one injected time line for Redis and the local clock.
+var clocks sync.Map // *miniredis.Miniredis → *atomic.Pointer[time.Time]
+
+// setTime moves the clock of the server and of the reserves of its replicas.
+func setTime(mr *miniredis.Miniredis, at time.Time) {
+	mr.SetTime(at)
+	if c, ok := clocks.Load(mr); ok {
+		c.(*atomic.Pointer[time.Time]).Store(&at)
+	}
 }
 
 func slotCfg() traffic.SlotConfig {
@@ -204,7 +220,7 @@ func TestSlotsGrantsOfACrashedReplicaLapse(t *testing.T) {
 	if _, _, err := other.AcquireWith(context.Background(), "c1", 1, cfg); err == nil {
 		t.Fatal("slot free while the crashed replica's grant lives")
 	}
-	mr.SetTime(time.Date(2026, 12, 1, 0, 0, 31, 0, time.UTC))
+	setTime(mr, time.Date(2026, 12, 1, 0, 0, 31, 0, time.UTC))
 	release, failOpen, err := other.AcquireWith(context.Background(), "c1", 1, cfg)
 	if err != nil || failOpen {
 		t.Fatalf("after the TTL: failOpen %v err %v", failOpen, err)
@@ -223,7 +239,7 @@ func TestSlotsRenewAndReseed(t *testing.T) {
 	}
 	defer release()
 	for i := 1; i <= 4; i++ { // 4 × 20 s: far past the TTL, renewed each time
-		mr.SetTime(time.Date(2026, 12, 1, 0, 0, 20*i, 0, time.UTC))
+		setTime(mr, time.Date(2026, 12, 1, 0, 0, 20*i, 0, time.UTC))
 		if err := redisstate.RenewNow(context.Background(), s); err != nil {
 			t.Fatal(err)
 		}

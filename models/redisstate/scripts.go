@@ -28,10 +28,12 @@ end
 // KEYS: 1 grants (member grant id, score expiry), 2 waiter order (score
 // arrival), 3 waiter expiry, 4 arrival counter.
 // ARGV: 1 grant id, 2 limit, 3 grant TTL ms, 4 waiter id ("" on the first
-// try), 5 queue depth, 6 waiter TTL ms.
+// try), 5 queue depth, 6 waiter TTL ms, 7 the need channel.
 // Returns {status, in flight, waiting}: status 1 granted, 0 queued (wait for
 // a release and try again with the waiter id), -1 queue full, -2 the waiter
-// lapsed (it waited without asking for longer than its TTL).
+// lapsed (it waited without asking for longer than its TTL). Queuing and
+// refusing publish on the need channel: replicas give their spare grants of
+// the connection back (reserve.go).
 var slotAcquire = redis.NewScript(nowLua + purgeLua + slotAcquireLua)
 
 // slotAcquireLua is slotAcquire's body, also run by dispatchAdmit.
@@ -51,6 +53,7 @@ if ARGV[4] == '' then
     grant()
     return {1, held + 1, 0}
   end
+  redis.call('PUBLISH', ARGV[7], '1')
   if waiting >= depth then return {-1, held, waiting} end
   local seq = redis.call('INCR', KEYS[4])
   redis.call('ZADD', KEYS[2], seq, ARGV[1])
@@ -104,40 +107,93 @@ end
 return #KEYS
 `)
 
+// bucketLua reads a token bucket's hash with the token blocks replicas
+// hold of it (reserve.go): fields 'r:<replica>' = "<tokens>:<expiry ms>".
+// read returns the other fields by name and the tokens of the live blocks
+// other than own (own too unless settling), dropping lapsed ones. settle
+// ends own's block: its unspent tokens go back, and take may grant a new
+// one. Tokens in the bucket plus the live blocks never exceed its size.
+const bucketLua = `local function read(key, own, settling)
+  local flat = redis.call('HGETALL', key)
+  local f, out, dead = {}, 0, {}
+  for i = 1, #flat, 2 do
+    local k, v = flat[i], flat[i + 1]
+    if string.sub(k, 1, 2) == 'r:' then
+      local n, e = string.match(v, '^(%d+):(%d+)$')
+      if not n or tonumber(e) <= now then table.insert(dead, k)
+      elseif k ~= own or not settling then out = out + tonumber(n) end
+    else f[k] = v end
+  end
+  if settling then table.insert(dead, own) end
+  if #dead > 0 then redis.call('HDEL', key, unpack(dead)) end
+  return f, out
+end
+local function block(key, own, tokens, size, want, bttl)
+  if want > 0 and tokens - want >= size / 2 then
+    redis.call('HSET', key, own, want .. ':' .. (now + 2 * bttl))
+    return tokens - want, want
+  end
+  return tokens, 0
+end
+`
+
 // keyAdmit applies a client key's requestsPerMinute (a token bucket: burst
 // rpm, refilled at rpm per minute; a changed limit starts a full bucket of
 // the new size) and then its maxConcurrentRequests (grants with expiry), as
 // the in-memory limiter does: a request the concurrency cap refuses has
-// still used its token.
-// KEYS: 1 bucket hash {tokens, ts, rpm}, 2 concurrency grants.
+// still used its token. It may also grant a token block (bucketLua).
+// KEYS: 1 bucket hash {tokens, ts, rpm, r:*}, 2 concurrency grants.
 // ARGV: 1 rpm (0 = none), 2 max concurrent (0 = none), 3 grant id, 4 grant
-// TTL ms.
-// Returns {1, 0, ""} admitted, or {0, retry after ms, "rpm" | "concurrency"}.
-var keyAdmit = redis.NewScript(nowLua + `
+// TTL ms, 5 own block field, 6 settle own block 0/1, 7 its unspent tokens,
+// 8 block wanted, 9 block TTL ms, 10 the need channel.
+// Returns {1, 0, "", block, held} admitted, or {0, retry after ms, "rpm" |
+// "concurrency", block, held}; a refusal publishes on the need channel.
+var keyAdmit = redis.NewScript(nowLua + bucketLua + `
 local rpm, maxc, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[4])
+local own, settling = ARGV[5], ARGV[6] == '1'
+local got, held = 0, 0
 if rpm > 0 then
-  local h = redis.call('HMGET', KEYS[1], 'tokens', 'ts', 'rpm')
-  local tokens, ts, was = tonumber(h[1]), tonumber(h[2]), tonumber(h[3])
+  local f, out = read(KEYS[1], own, settling)
+  local tokens, ts, was = tonumber(f.tokens), tonumber(f.ts), tonumber(f.rpm)
+  local cap = math.max(0, rpm - out)
   if tokens == nil or ts == nil or was ~= rpm then
-    tokens = rpm
+    tokens = cap
   else
-    tokens = math.min(rpm, tokens + math.max(0, now - ts) * rpm / 60000)
+    tokens = math.min(cap, tokens + math.max(0, now - ts) * rpm / 60000)
   end
+  if settling then tokens = math.min(cap, tokens + tonumber(ARGV[7])) end
   if tokens < 1 then
     redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'ts', now, 'rpm', rpm)
     redis.call('PEXPIRE', KEYS[1], 120000)
-    return {0, math.ceil((1 - tokens) * 60000 / rpm), 'rpm'}
+    redis.call('PUBLISH', ARGV[10], '1')
+    return {0, math.ceil((1 - tokens) * 60000 / rpm), 'rpm', 0, 0}
   end
-  redis.call('HSET', KEYS[1], 'tokens', tostring(tokens - 1), 'ts', now, 'rpm', rpm)
+  tokens, got = block(KEYS[1], own, tokens - 1, rpm, tonumber(ARGV[8]), tonumber(ARGV[9]))
+  redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'ts', now, 'rpm', rpm)
   redis.call('PEXPIRE', KEYS[1], 120000)
 end
 if maxc > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-  if redis.call('ZCARD', KEYS[2]) >= maxc then return {0, 1000, 'concurrency'} end
+  held = redis.call('ZCARD', KEYS[2])
+  if held >= maxc then
+    redis.call('PUBLISH', ARGV[10], '1')
+    return {0, 1000, 'concurrency', got, held}
+  end
   redis.call('ZADD', KEYS[2], now + ttl, ARGV[3])
   redis.call('PEXPIRE', KEYS[2], ttl * 2)
+  held = held + 1
 end
-return {1, 0, ''}
+return {1, 0, '', got, held}
+`)
+
+// settleBlock ends a token block off the request path: its unspent tokens
+// go back to the bucket (capped at the next admission). KEYS: 1 bucket.
+// ARGV: 1 own block field, 2 unspent tokens.
+var settleBlock = redis.NewScript(`
+if redis.call('HDEL', KEYS[1], ARGV[1]) == 1 and tonumber(ARGV[2]) > 0 and redis.call('HEXISTS', KEYS[1], 'tokens') == 1 then
+  redis.call('HINCRBYFLOAT', KEYS[1], 'tokens', ARGV[2])
+end
+return 1
 `)
 
 // releaseGrant removes one grant. KEYS: 1 grant set. ARGV: 1 grant id.
@@ -153,11 +209,16 @@ var releaseGrant = redis.NewScript(`return redis.call('ZREM', KEYS[1], ARGV[1])`
 // 5 arrival counter.
 // ARGV: 1 rpm, 2 min spacing ms, 3 concurrent cap (0 = none), 4 max queue
 // depth (0 = unbounded), 5 grant id, 6 grant TTL ms, 7 waiter id ("" on the
-// first try), 8 waiter TTL ms.
+// first try), 8 waiter TTL ms, 9 own block field, 10 settle own block 0/1,
+// 11 its unspent tokens, 12 block wanted, 13 block TTL ms, 14 the need
+// channel.
 // Returns {status, delay ms, blocker, queued}: status 1 dispatched, 0 wait
 // (delay 0 = until a release or the requests ahead leave; retry with the
-// waiter id), -1 queue full, -2 the waiter lapsed.
-var queueDecide = redis.NewScript(nowLua + purgeLua + queueDecideLua)
+// waiter id), -1 queue full, -2 the waiter lapsed; a dispatch adds {block,
+// running}. A token block (bucketLua) is granted only to a dispatch that
+// nothing paces: no spacing, no learned throttle, nobody waiting. Waiting
+// and refusing publish on the need channel (reserve.go).
+var queueDecide = redis.NewScript(nowLua + purgeLua + bucketLua + queueDecideLua)
 
 // queueDecideLua is queueDecide's body, also run by dispatchAdmit.
 const queueDecideLua = `
@@ -165,6 +226,7 @@ purge(KEYS[2], KEYS[3], KEYS[4])
 local rpm, spacing, conc = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local depth, ttl, wttl = tonumber(ARGV[4]), tonumber(ARGV[6]), tonumber(ARGV[8])
 local waiter = ARGV[7]
+local own, settling = ARGV[9], ARGV[10] == '1'
 local queued = redis.call('ZCARD', KEYS[3])
 local ahead = queued
 if waiter ~= '' then
@@ -172,9 +234,11 @@ if waiter ~= '' then
   if not rank then return {-2, 0, '', queued} end
   ahead = rank
 elseif depth > 0 and queued >= depth then
+  redis.call('PUBLISH', ARGV[14], '1')
   return {-1, 0, '', queued}
 end
 local function wait(delay, blocker)
+  redis.call('PUBLISH', ARGV[14], '1')
   local id = waiter
   if id == '' then
     id = ARGV[5]
@@ -190,12 +254,14 @@ local function wait(delay, blocker)
 end
 if ahead > 0 then return wait(0, 'queue') end
 if conc > 0 and redis.call('ZCARD', KEYS[2]) >= conc then return wait(0, 'concurrency') end
-local h = redis.call('HMGET', KEYS[1], 'tokens', 'ts', 'last_start', 'learn_min', 'learn_until', 'learn_budget')
-local tokens, ts, last = tonumber(h[1]), tonumber(h[2]), tonumber(h[3])
-local lmin, luntil, lbudget = tonumber(h[4]) or 0, tonumber(h[5]) or 0, tonumber(h[6])
+local h, out = read(KEYS[1], own, settling)
+local tokens, ts, last = tonumber(h.tokens), tonumber(h.ts), tonumber(h.last_start)
+local lmin, luntil, lbudget = tonumber(h.learn_min) or 0, tonumber(h.learn_until) or 0, tonumber(h.learn_budget)
 if rpm > 0 then
-  if tokens == nil or ts == nil then tokens = rpm
-  else tokens = math.min(rpm, tokens + math.max(0, now - ts) * rpm / 60000) end
+  local cap = math.max(0, rpm - out)
+  if tokens == nil or ts == nil then tokens = cap
+  else tokens = math.min(cap, tokens + math.max(0, now - ts) * rpm / 60000) end
+  if settling then tokens = math.min(cap, tokens + tonumber(ARGV[11])) end
 end
 local delay, blocker = 0, ''
 local function later(d, b) if d > delay then delay, blocker = d, b end end
@@ -207,10 +273,16 @@ if delay > 0 then return wait(delay, blocker) end
 if waiter ~= '' then
   redis.call('ZREM', KEYS[3], waiter)
   redis.call('ZREM', KEYS[4], waiter)
+  queued = queued - 1
 end
 local fields = {'last_start', now}
+local got = 0
 if rpm > 0 then
-  table.insert(fields, 'tokens'); table.insert(fields, tostring(tokens - 1))
+  tokens = tokens - 1
+  if spacing <= 0 and lmin <= 0 and not throttled and queued == 0 then
+    tokens, got = block(KEYS[1], own, tokens, rpm, tonumber(ARGV[12]), tonumber(ARGV[13]))
+  end
+  table.insert(fields, 'tokens'); table.insert(fields, tostring(tokens))
   table.insert(fields, 'ts'); table.insert(fields, now)
 end
 if throttled then table.insert(fields, 'learn_budget'); table.insert(fields, lbudget - 1) end
@@ -218,7 +290,7 @@ redis.call('HSET', KEYS[1], unpack(fields))
 redis.call('PEXPIRE', KEYS[1], 600000)
 redis.call('ZADD', KEYS[2], now + ttl, ARGV[5])
 redis.call('PEXPIRE', KEYS[2], ttl * 2)
-return {1, 0, '', queued}
+return {1, 0, '', queued, got, redis.call('ZCARD', KEYS[2])}
 `
 
 // dispatchAdmit is slotAcquire's first try followed, only when it granted
@@ -228,34 +300,37 @@ return {1, 0, '', queued}
 // one after the other. Each body runs unchanged, its KEYS and ARGV being
 // its own part of this script's.
 //
-// KEYS: 1–4 slotAcquire's, 5–9 queueDecide's. ARGV: 1–6 slotAcquire's
-// (waiter id ""), 7–14 queueDecide's (waiter id "").
+// KEYS: 1–4 slotAcquire's, 5–9 queueDecide's. ARGV: 1–7 slotAcquire's
+// (waiter id ""), 8–21 queueDecide's (waiter id "").
 // Returns slotAcquire's {status, in flight, waiting} when the slot was not
 // granted (the queue untouched), else those three followed by
-// queueDecide's {status, delay ms, blocker, queued}.
+// queueDecide's answer.
 //
 // The slot's keys hash on the connection and the queue's on the limiter
 // key, so on a Redis Cluster they could live on different nodes; the
 // client is a single-server one (New).
-var dispatchAdmit = redis.NewScript(nowLua + purgeLua +
+var dispatchAdmit = redis.NewScript(nowLua + purgeLua + bucketLua +
 	"local function slot(KEYS, ARGV)" + slotAcquireLua + "end\n" +
 	"local function queue(KEYS, ARGV)" + queueDecideLua + "end\n" + `
-local s = slot({KEYS[1], KEYS[2], KEYS[3], KEYS[4]}, {ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]})
+local s = slot({KEYS[1], KEYS[2], KEYS[3], KEYS[4]}, {unpack(ARGV, 1, 7)})
 if s[1] ~= 1 then return s end
-local q = queue({KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]},
-  {ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[12], ARGV[13], ARGV[14]})
-return {s[1], s[2], s[3], q[1], q[2], q[3], q[4]}
+local q = queue({KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]}, {unpack(ARGV, 8, 21)})
+local r = {s[1], s[2], s[3]}
+for _, v in ipairs(q) do table.insert(r, v) end
+return r
 `)
 
 // queueLearn stores what an upstream's rate-limit headers taught about a
 // key, unless a newer observation is already there.
 // KEYS: 1 state hash. ARGV: 1 observed at (ms), 2 min time ms, 3 throttle
-// until ms (0 = no throttle), 4 throttle budget.
+// until ms (0 = no throttle), 4 throttle budget, 5 the need channel (a new
+// spacing or throttle ends every replica's reserve of the key).
 var queueLearn = redis.NewScript(`
 local seen = tonumber(redis.call('HGET', KEYS[1], 'learn_seen') or '0')
 if tonumber(ARGV[1]) < seen then return 0 end
 redis.call('HSET', KEYS[1], 'learn_seen', ARGV[1], 'learn_min', ARGV[2], 'learn_until', ARGV[3], 'learn_budget', ARGV[4])
 redis.call('PEXPIRE', KEYS[1], 600000)
+if tonumber(ARGV[2]) > 0 or tonumber(ARGV[3]) > 0 then redis.call('PUBLISH', ARGV[5], '1') end
 return 1
 `)
 

@@ -20,7 +20,10 @@ import (
 // its expiry, renewed while the request runs; waiters queue in one FIFO per
 // connection across all replicas and are woken by a release published on
 // Redis. While Redis is unavailable every call answers from local, the
-// per-replica gates of today, and counts the fallback.
+// per-replica gates of today, and counts the fallback. A connection with
+// room to spare keeps the slots of ended requests as spares for the next
+// ones of this replica (reserve.go), so most admissions and releases make
+// no round trip; a waiter anywhere makes every replica give them back.
 type Slots struct {
 	c      *Client
 	prefix string
@@ -40,6 +43,8 @@ type Slots struct {
 	held    map[string]int
 	waiting map[string]int
 	limits  map[string]int
+	// res are this replica's spare grants by connection (reserve.go).
+	res reserves
 }
 
 var _ traffic.SlotStore = (*Slots)(nil)
@@ -152,6 +157,7 @@ func (s *Slots) Reset(ctx context.Context) (int, error) {
 	}
 	s.mu.Unlock()
 	for _, c := range conns {
+		s.forgetSpares(c)
 		if err := s.resetShared(ctx, c); err != nil {
 			return n, err
 		}
@@ -165,6 +171,7 @@ func (s *Slots) ResetConnection(ctx context.Context, connectionID string) (int, 
 	if err != nil {
 		return n, err
 	}
+	s.forgetSpares(connectionID)
 	if err := s.resetShared(ctx, connectionID); err != nil {
 		return n, err
 	}
@@ -180,10 +187,12 @@ func (s *Slots) resetShared(ctx context.Context, conn string) error {
 	return nil
 }
 
-// Run renews live grants and listens for releases until ctx ends.
+// Run renews live grants, listens for releases and need notices and gives
+// idle spares back until ctx ends.
 func (s *Slots) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.listen(ctx) })
+	wg.Go(func() { sweepEvery(ctx, s.sweep) })
 	s.g.run(ctx)
 	wg.Wait()
 }
@@ -193,11 +202,75 @@ func (s *Slots) keys(conn string) (grants, waitq, waitexp, seq, channel string) 
 	return base, base + ":wq", base + ":we", base + ":seq", s.prefix + ":slotfree:" + conn
 }
 
-// listen turns release notices into wake-ups of this replica's waiters.
+// listen turns release notices into wake-ups of this replica's waiters,
+// and need notices into the return of its spares.
 func (s *Slots) listen(ctx context.Context) {
-	prefix := s.prefix + ":slotfree:"
-	listen(ctx, func(ctx context.Context) *redis.PubSub { return s.c.rdb.PSubscribe(ctx, prefix+"*") },
-		func(msg *redis.Message) { s.notify(msg.Channel[len(prefix):]) })
+	free, need := s.prefix+":slotfree:", s.prefix+":slotneed:"
+	listen(ctx, func(ctx context.Context) *redis.PubSub { return s.c.rdb.PSubscribe(ctx, free+"*", need+"*") },
+		func(msg *redis.Message) {
+			if conn, ok := strings.CutPrefix(msg.Channel, need); ok {
+				if r := s.res.peek(conn); r != nil {
+					r.mu.Lock()
+					spares, _ := r.need(s.c.opts.ReserveNow())
+					r.mu.Unlock()
+					s.releaseSpares(conn, spares)
+				}
+				return
+			}
+			s.notify(msg.Channel[len(free):])
+		})
+}
+
+// releaseSpares gives spare slots of conn back to the fleet.
+func (s *Slots) releaseSpares(conn string, ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	grants, waitq, _, _, channel := s.keys(conn)
+	for _, id := range ids {
+		s.g.drop(id)
+		s.c.release(slotRelease, []string{grants, waitq, channel}, id)
+	}
+}
+
+func (s *Slots) sweep() {
+	s.res.each(func(conn string, r *reserve) {
+		r.mu.Lock()
+		spares, _ := r.sweep(s.c.opts.ReserveNow())
+		r.mu.Unlock()
+		s.releaseSpares(conn, spares)
+	})
+}
+
+// forgetSpares drops the spares of conn that a reset deleted in Redis.
+func (s *Slots) forgetSpares(conn string) {
+	if r := s.res.peek(conn); r != nil {
+		r.mu.Lock()
+		for _, id := range r.forget() {
+			s.g.drop(id)
+		}
+		r.mu.Unlock()
+	}
+}
+
+// fromReserve takes a spare slot of conn, if this replica holds one and
+// Redis answers (no round trip).
+func (s *Slots) fromReserve(conn string, limit int) (func(), bool) {
+	if limit < reserveMinLimit || s.c.Degraded() {
+		return nil, false
+	}
+	r := s.res.peek(conn)
+	if r == nil {
+		return nil, false
+	}
+	r.mu.Lock()
+	id, ok := r.takeSpare(limit, s.c.opts.ReserveNow())
+	r.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	s.count(s.held, conn, 1)
+	return s.releaseFunc(conn, id, limit, r), true
 }
 
 func (s *Slots) notify(conn string) {
@@ -229,6 +302,9 @@ func (s *Slots) AcquireWith(ctx context.Context, connectionID string, limit int,
 	if limit <= 0 || !cfg.Enabled {
 		return func() {}, false, nil
 	}
+	if rel, ok := s.fromReserve(connectionID, limit); ok {
+		return rel, false, nil
+	}
 	t := s.newTry(connectionID, limit, cfg)
 	res, err := s.c.run(ctx, slotAcquire, t.keys, s.args(t, "")...)
 	return s.settle(ctx, t, res, err)
@@ -243,6 +319,8 @@ type slotTry struct {
 	wait, waiterTTL                      time.Duration
 	grants, waitq, waitexp, seq, channel string
 	keys                                 []string
+	// held and waiting are the fleet's counts the granting try saw.
+	held, waiting int
 }
 
 // newTry prepares an admission of a connection with a gate (limit > 0,
@@ -264,7 +342,7 @@ func (s *Slots) newTry(conn string, limit int, cfg traffic.SlotConfig) *slotTry 
 
 // args are slotAcquire's ARGV; waiter is "" on the first try.
 func (s *Slots) args(t *slotTry, waiter string) []any {
-	return []any{t.id, t.limit, s.g.ttl.Milliseconds(), waiter, t.depth, t.waiterTTL.Milliseconds()}
+	return []any{t.id, t.limit, s.g.ttl.Milliseconds(), waiter, t.depth, t.waiterTTL.Milliseconds(), s.prefix + ":slotneed:" + t.conn}
 }
 
 // settle takes the answer (res, err) of the first try of t to its end:
@@ -277,6 +355,7 @@ func (s *Slots) settle(ctx context.Context, t *slotTry, res []any, err error) (f
 	}
 	switch asInt(res[0]) {
 	case 1:
+		t.held, t.waiting = int(asInt(res[1])), int(asInt(res[2]))
 		return s.granted(t), false, nil
 	case -1:
 		cause := "queue_full"
@@ -337,17 +416,44 @@ func (s *Slots) settle(ctx context.Context, t *slotTry, res []any, err error) (f
 	}
 }
 
-// granted records a held slot and returns its idempotent release.
+// granted records a held slot and returns its idempotent release. A
+// granting first try (t.held set) tells the connection's reserve whether
+// the fleet leaves room for spares; a waited grant leaves none (calm is
+// false since somebody waited).
 func (s *Slots) granted(t *slotTry) func() {
 	conn, id := t.conn, t.id
 	s.g.hold(id, t.grants)
 	s.count(s.held, conn, 1)
+	var r *reserve
+	if t.limit >= reserveMinLimit {
+		r = s.res.get(conn)
+		r.mu.Lock()
+		giveBack := r.observe(t.limit, t.held, t.waiting)
+		if t.held == 0 {
+			r.calm = false
+		}
+		r.mu.Unlock()
+		s.releaseSpares(conn, giveBack)
+	}
+	return s.releaseFunc(conn, id, t.limit, r)
+}
+
+// releaseFunc is the idempotent release of slot id: kept as a spare in r
+// while the connection has room, else released to the fleet.
+func (s *Slots) releaseFunc(conn, id string, limit int, r *reserve) func() {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			s.g.drop(id)
 			s.count(s.held, conn, -1)
-			s.c.release(slotRelease, []string{t.grants, t.waitq, t.channel}, id)
+			if r != nil {
+				r.mu.Lock()
+				kept := !s.c.Degraded() && r.keep(id, limit, s.c.opts.ReserveNow())
+				r.mu.Unlock()
+				if kept {
+					return
+				}
+			}
+			s.releaseSpares(conn, []string{id})
 		})
 	}
 }
