@@ -187,6 +187,16 @@ func TestClusterRedisAdmissionRoundTrips(t *testing.T) {
 		t.Fatalf("roomy limits: admissions %v for %d requests, want at most one of each (local fallback decisions: %d)",
 			got, n, fallbackTotal(t, f))
 	}
+	// The health report shows what the replica holds.
+	r := f.manage[0].Must(t, "GET", "/api/monitoring/health", "", 200).JSON()
+	shared, _ := r["sharedState"].(map[string]any)
+	res, _ := shared["reserves"].(map[string]any)
+	if spares, _ := res["spareGrants"].(float64); spares < 1 {
+		t.Fatalf("sharedState.reserves %v after requests with roomy limits, want spare grants", shared["reserves"])
+	}
+	if tokens, _ := res["blockTokens"].(float64); tokens < 1 {
+		t.Fatalf("sharedState.reserves %v, want the unspent tokens of the key's and the queue's blocks", shared["reserves"])
+	}
 }
 
 // admissionRequests is how many requests each phase counts.

@@ -125,6 +125,8 @@ func (s *Server) sharedFacts() health.Shared {
 		if s.redis.Degraded() {
 			f.Redis, f.Limits = health.RedisDegraded, health.LimitsPerReplica
 		}
+		st := s.redis.reserved()
+		f.Reserves = &health.Reserves{SpareGrants: st.SpareGrants, BlockTokens: st.BlockTokens}
 	}
 	return f
 }

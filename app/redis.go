@@ -81,6 +81,21 @@ func (r *redisState) shareWindowGate(gate *resilience.WindowGate) {
 	gate.UseCounter(r.gate)
 }
 
+// reserved sums what this replica holds in reserve of the fleet's limits.
+func (r *redisState) reserved() redisstate.ReserveStats {
+	var st redisstate.ReserveStats
+	if r.slots != nil {
+		st = st.Add(r.slots.Reserved())
+	}
+	if r.queues != nil {
+		st = st.Add(r.queues.Reserved())
+	}
+	if r.keys != nil {
+		st = st.Add(r.keys.Reserved())
+	}
+	return st
+}
+
 // Degraded reports whether the limits are per replica right now.
 func (r *redisState) Degraded() bool { return r.client.Degraded() }
 

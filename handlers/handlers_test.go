@@ -17,6 +17,7 @@ import (
 	"switchyard/services/resilience"
 	"switchyard/services/settings"
 	"switchyard/services/traffic"
+	"switchyard/views"
 )
 
 // Handler tests with fakes: each handler is driven through its consumer
@@ -323,6 +324,25 @@ func TestSettingsAPIReturnsTheServiceErrorUnchanged(t *testing.T) {
 		if err := h.UpdateResilience(c); !errors.Is(err, want) {
 			t.Errorf("got %v, want %v (the error handler picks the status)", err, want)
 		}
+	}
+}
+
+// A replica with Redis shows what it holds in reserve on the Replicas card.
+func TestHealthPageShowsReserves(t *testing.T) {
+	r := health.Report{Status: health.StatusOK, At: t0, Shared: health.Shared{Mode: health.ModeShared, Replica: "r1",
+		Redis: health.RedisUp, Limits: health.LimitsFleet, Reserves: &health.Reserves{SpareGrants: 3, BlockTokens: 61}}}
+	var b strings.Builder
+	if err := views.HealthPanel(healthVM(r, t0)).Render(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), `data-testid="health-reserves"`) || !strings.Contains(b.String(), "3 spare grants · 61 tokens") {
+		t.Fatalf("Replicas card without the reserves:\n%s", b.String())
+	}
+	r.Shared = health.Shared{Mode: health.ModeEmbedded, Redis: health.RedisOff, Limits: health.LimitsPerReplica}
+	b.Reset()
+	_ = views.HealthPanel(healthVM(r, t0)).Render(context.Background(), &b)
+	if strings.Contains(b.String(), "health-reserves") {
+		t.Fatal("reserves shown without Redis")
 	}
 }
 

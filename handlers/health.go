@@ -43,6 +43,9 @@ func healthVM(r health.Report, now time.Time) views.HealthVM {
 		Terminal: len(r.TerminalConnections), Locked: r.ModelLockouts.Active,
 		SharedMode: r.Shared.Mode, Replica: r.Shared.Replica, Redis: r.Shared.Redis, Limits: r.Shared.Limits,
 		DBShared: r.Shared.Mode == health.ModeShared}
+	if rs := r.Shared.Reserves; rs != nil {
+		vm.Reserves = &views.ReservesVM{SpareGrants: rs.SpareGrants, BlockTokens: rs.BlockTokens}
+	}
 	if cf := r.ChangeFeed; cf != nil {
 		vm.FeedConnected, vm.FeedResync = cf.Connected, "never"
 		if cf.LastResyncAgeMs >= 0 {

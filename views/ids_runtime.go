@@ -56,12 +56,13 @@ const (
 	AffinityConfirmID = "affinity-confirm"
 
 	// Health page.
-	HealthPageID  = "health-page"
-	HealthPanelID = "health-panel"
-	HealthStatus  = "health-status"
-	HealthKeyID   = "health-key-id"
-	HealthFleetID = "health-fleet"
-	HealthRedisID = "health-redis"
+	HealthPageID     = "health-page"
+	HealthPanelID    = "health-panel"
+	HealthStatus     = "health-status"
+	HealthKeyID      = "health-key-id"
+	HealthFleetID    = "health-fleet"
+	HealthRedisID    = "health-redis"
+	HealthReservesID = "health-reserves"
 
 	// Incident badge: the link inside the polled IncidentBadgeID slot.
 	IncidentLinkID = "incident-link"

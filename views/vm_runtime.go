@@ -729,12 +729,18 @@ type HealthVM struct {
 	WindowGate int
 	// Fleet: how this replica shares state (mode, replica, Redis, limits).
 	SharedMode, Replica, Redis, Limits string
+	// Reserves is what this replica holds of the fleet's limits beyond its
+	// running requests (nil without Redis).
+	Reserves *ReservesVM
 	// FeedConnected and FeedResync describe the change-feed listener of a
 	// shared-mode replica (FeedResync "" when it never resynced).
 	FeedConnected bool
 	FeedResync    string
 	Generated     *TimeVM
 }
+
+// ReservesVM counts a replica's spare grants and unspent block tokens.
+type ReservesVM struct{ SpareGrants, BlockTokens int }
 
 // BreakerCountVM is how many breakers are in one state.
 type BreakerCountVM struct {

@@ -218,3 +218,42 @@ func (r *reserve) forget() []string {
 	r.spares, r.low, r.tokens = nil, 0, 0
 	return spares
 }
+
+// ReserveStats is what one replica holds in reserve right now (health
+// report): idle grants kept for its next requests and unspent tokens of
+// live blocks, over every limit of a mechanism.
+type ReserveStats struct {
+	SpareGrants int
+	BlockTokens int
+}
+
+// Add sums two mechanisms' reserves.
+func (a ReserveStats) Add(b ReserveStats) ReserveStats {
+	return ReserveStats{SpareGrants: a.SpareGrants + b.SpareGrants, BlockTokens: a.BlockTokens + b.BlockTokens}
+}
+
+// stats sums the reserves at now.
+func (rs *reserves) stats(now time.Time) ReserveStats {
+	var st ReserveStats
+	rs.each(func(_ string, r *reserve) {
+		r.mu.Lock()
+		st.SpareGrants += len(r.spares)
+		if now.Before(r.blockEnd) {
+			st.BlockTokens += r.tokens
+		}
+		r.mu.Unlock()
+	})
+	return st
+}
+
+// Reserved reports the spare slots this replica holds.
+func (s *Slots) Reserved() ReserveStats { return s.res.stats(s.c.opts.ReserveNow()) }
+
+// Reserved reports this replica's reserves of request queues.
+func (q *Queues) Reserved() ReserveStats { return q.res.stats(q.c.opts.ReserveNow()) }
+
+// Reserved reports this replica's reserves of client keys.
+func (k *KeyLimits) Reserved() ReserveStats { return k.res.stats(k.c.opts.ReserveNow()) }
+
+// Reserved reports this replica's reserves of client keys.
+func (k *KeyLimiter) Reserved() ReserveStats { return k.shared.Reserved() }

@@ -184,6 +184,18 @@ type Shared struct {
 	// Limits is where max_concurrent slots, per-key limits, the request queue
 	// and the window gate are counted: "fleet" or "per_replica".
 	Limits string `json:"limits"`
+	// Reserves is what this replica holds of the fleet's limits beyond its
+	// running requests, so that limits with room admit without a round
+	// trip (only with Redis).
+	Reserves *Reserves `json:"reserves,omitempty"`
+}
+
+// Reserves counts a replica's reserves: idle grants (slots, key
+// concurrency, queue runs) kept for its next requests, and unspent tokens
+// of the token blocks it took from rate buckets.
+type Reserves struct {
+	SpareGrants int `json:"spareGrants"`
+	BlockTokens int `json:"blockTokens"`
 }
 
 // Shared-state values.
