@@ -80,14 +80,5 @@ func (g *grants) reseed(ctx context.Context) {
 
 // run renews the live grants every third of the TTL until ctx ends.
 func (g *grants) run(ctx context.Context) {
-	t := time.NewTicker(g.ttl / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			_ = g.renew(ctx)
-		}
-	}
+	every(ctx, g.ttl/3, func() { _ = g.renew(ctx) })
 }

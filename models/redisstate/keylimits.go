@@ -54,7 +54,7 @@ func NewKeyLimits(c *Client, prefix, replica string, grantTTL time.Duration) *Ke
 func (k *KeyLimits) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { k.listen(ctx) })
-	wg.Go(func() { sweepEvery(ctx, k.sweep) })
+	wg.Go(func() { every(ctx, reserveSweep, k.sweep) })
 	k.g.run(ctx)
 	wg.Wait()
 }
@@ -176,29 +176,14 @@ func (k *KeyLimits) giveBack(keyID string, spares []string, unused int) {
 	}
 }
 
-func (k *KeyLimits) sweep() {
-	k.res.each(func(keyID string, r *reserve) {
-		r.mu.Lock()
-		spares, unused := r.sweep(k.c.opts.ReserveNow())
-		r.mu.Unlock()
-		k.giveBack(keyID, spares, unused)
-	})
-}
+func (k *KeyLimits) sweep() { k.res.sweepAll(k.c.opts.ReserveNow(), k.giveBack) }
 
 // listen gives a key's reserve back when another admission of it was
 // refused somewhere in the fleet.
 func (k *KeyLimits) listen(ctx context.Context) {
 	prefix := k.prefix + ":kneed:"
 	listen(ctx, func(ctx context.Context) *redis.PubSub { return k.c.rdb.PSubscribe(ctx, prefix+"*") },
-		func(msg *redis.Message) {
-			keyID := msg.Channel[len(prefix):]
-			if r := k.res.peek(keyID); r != nil {
-				r.mu.Lock()
-				spares, unused := r.need(k.c.opts.ReserveNow())
-				r.mu.Unlock()
-				k.giveBack(keyID, spares, unused)
-			}
-		})
+		func(msg *redis.Message) { k.res.needed(msg.Channel[len(prefix):], k.c.opts.ReserveNow(), k.giveBack) })
 }
 
 // Forget drops a revoked key's bucket, grants and reserve.
@@ -214,18 +199,4 @@ func (k *KeyLimits) Forget(ctx context.Context, keyID string) error {
 	return k.c.call(ctx, func(ctx context.Context) error {
 		return k.c.rdb.Del(ctx, bucket, conc).Err()
 	})
-}
-
-// sweepEvery calls fn every reserveSweep until ctx ends.
-func sweepEvery(ctx context.Context, fn func()) {
-	t := time.NewTicker(reserveSweep)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			fn()
-		}
-	}
 }

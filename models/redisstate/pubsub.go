@@ -2,10 +2,38 @@ package redisstate
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
+
+// listenFreeNeed delivers the release notices on channels free+<key> to
+// onFree and the need notices on need+<key> to onNeed until ctx ends.
+func listenFreeNeed(ctx context.Context, rdb redis.UniversalClient, free, need string, onFree, onNeed func(key string)) {
+	listen(ctx, func(ctx context.Context) *redis.PubSub { return rdb.PSubscribe(ctx, free+"*", need+"*") },
+		func(msg *redis.Message) {
+			if key, ok := strings.CutPrefix(msg.Channel, need); ok {
+				onNeed(key)
+			} else if key, ok := strings.CutPrefix(msg.Channel, free); ok {
+				onFree(key)
+			}
+		})
+}
+
+// every calls fn every d until ctx ends.
+func every(ctx context.Context, d time.Duration, fn func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
+	}
+}
 
 // listen delivers the messages of the subscriptions subscribe opens to
 // handle until ctx ends, subscribing again a second after a lost

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"switchyard/services"
 	"switchyard/services/traffic"
 )
@@ -76,7 +74,7 @@ func NewQueues(c *Client, local *traffic.Queues, opts QueuesOptions) *Queues {
 func (q *Queues) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { q.listen(ctx) })
-	wg.Go(func() { sweepEvery(ctx, q.sweep) })
+	wg.Go(func() { every(ctx, reserveSweep, q.sweep) })
 	q.g.run(ctx)
 	wg.Wait()
 }
@@ -95,14 +93,7 @@ func (q *Queues) giveBack(key string, spares []string, unused int) {
 	}
 }
 
-func (q *Queues) sweep() {
-	q.res.each(func(key string, r *reserve) {
-		r.mu.Lock()
-		spares, unused := r.sweep(q.c.opts.ReserveNow())
-		r.mu.Unlock()
-		q.giveBack(key, spares, unused)
-	})
-}
+func (q *Queues) sweep() { q.res.sweepAll(q.c.opts.ReserveNow(), q.giveBack) }
 
 // forgetReserves drops the reserves of the keys match selects (a reset
 // deleted their state in Redis).
@@ -169,20 +160,8 @@ func (q *Queues) keys(key string) (state, running, waitq, waitexp, seq, channel 
 // listen turns release notices into wake-ups of this replica's waiters,
 // and need notices into the return of its reserve of the key.
 func (q *Queues) listen(ctx context.Context) {
-	free, need := q.prefix+":rqfree:", q.prefix+":rqneed:"
-	listen(ctx, func(ctx context.Context) *redis.PubSub { return q.c.rdb.PSubscribe(ctx, free+"*", need+"*") },
-		func(msg *redis.Message) {
-			if key, ok := strings.CutPrefix(msg.Channel, need); ok {
-				if r := q.res.peek(key); r != nil {
-					r.mu.Lock()
-					spares, unused := r.need(q.c.opts.ReserveNow())
-					r.mu.Unlock()
-					q.giveBack(key, spares, unused)
-				}
-				return
-			}
-			q.notify(msg.Channel[len(free):])
-		})
+	listenFreeNeed(ctx, q.c.rdb, q.prefix+":rqfree:", q.prefix+":rqneed:", q.notify,
+		func(key string) { q.res.needed(key, q.c.opts.ReserveNow(), q.giveBack) })
 }
 
 func (q *Queues) notify(key string) {

@@ -105,6 +105,32 @@ func (rs *reserves) peek(key string) *reserve {
 	return nil
 }
 
+// giveBackFunc hands a reserve's spare grants and unspent tokens back to
+// Redis for the limit key.
+type giveBackFunc func(key string, spares []string, unused int)
+
+// needed ends the reserve of key, if any, on a need notice (reserve.need).
+func (rs *reserves) needed(key string, now time.Time, giveBack giveBackFunc) {
+	r := rs.peek(key)
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	spares, unused := r.need(now)
+	r.mu.Unlock()
+	giveBack(key, spares, unused)
+}
+
+// sweepAll gives back what every reserve holds idle (reserve.sweep).
+func (rs *reserves) sweepAll(now time.Time, giveBack giveBackFunc) {
+	rs.each(func(key string, r *reserve) {
+		r.mu.Lock()
+		spares, unused := r.sweep(now)
+		r.mu.Unlock()
+		giveBack(key, spares, unused)
+	})
+}
+
 // each calls fn for every reserve.
 func (rs *reserves) each(fn func(key string, r *reserve)) {
 	rs.m.Range(func(k, v any) bool {

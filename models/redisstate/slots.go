@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"switchyard/services"
 	"switchyard/services/traffic"
 )
@@ -192,7 +190,7 @@ func (s *Slots) resetShared(ctx context.Context, conn string) error {
 func (s *Slots) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.listen(ctx) })
-	wg.Go(func() { sweepEvery(ctx, s.sweep) })
+	wg.Go(func() { every(ctx, reserveSweep, s.sweep) })
 	s.g.run(ctx)
 	wg.Wait()
 }
@@ -205,21 +203,12 @@ func (s *Slots) keys(conn string) (grants, waitq, waitexp, seq, channel string) 
 // listen turns release notices into wake-ups of this replica's waiters,
 // and need notices into the return of its spares.
 func (s *Slots) listen(ctx context.Context) {
-	free, need := s.prefix+":slotfree:", s.prefix+":slotneed:"
-	listen(ctx, func(ctx context.Context) *redis.PubSub { return s.c.rdb.PSubscribe(ctx, free+"*", need+"*") },
-		func(msg *redis.Message) {
-			if conn, ok := strings.CutPrefix(msg.Channel, need); ok {
-				if r := s.res.peek(conn); r != nil {
-					r.mu.Lock()
-					spares, _ := r.need(s.c.opts.ReserveNow())
-					r.mu.Unlock()
-					s.releaseSpares(conn, spares)
-				}
-				return
-			}
-			s.notify(msg.Channel[len(free):])
-		})
+	listenFreeNeed(ctx, s.c.rdb, s.prefix+":slotfree:", s.prefix+":slotneed:", s.notify,
+		func(conn string) { s.res.needed(conn, s.c.opts.ReserveNow(), s.giveBack) })
 }
+
+// giveBack is the giveBackFunc of slot reserves (they hold no tokens).
+func (s *Slots) giveBack(conn string, spares []string, _ int) { s.releaseSpares(conn, spares) }
 
 // releaseSpares gives spare slots of conn back to the fleet.
 func (s *Slots) releaseSpares(conn string, ids []string) {
@@ -233,14 +222,7 @@ func (s *Slots) releaseSpares(conn string, ids []string) {
 	}
 }
 
-func (s *Slots) sweep() {
-	s.res.each(func(conn string, r *reserve) {
-		r.mu.Lock()
-		spares, _ := r.sweep(s.c.opts.ReserveNow())
-		r.mu.Unlock()
-		s.releaseSpares(conn, spares)
-	})
-}
+func (s *Slots) sweep() { s.res.sweepAll(s.c.opts.ReserveNow(), s.giveBack) }
 
 // forgetSpares drops the spares of conn that a reset deleted in Redis.
 func (s *Slots) forgetSpares(conn string) {
