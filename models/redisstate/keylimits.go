@@ -149,13 +149,8 @@ func (k *KeyLimits) Release(d KeyDecision) {
 	if d.Grant == "" {
 		return
 	}
-	if d.r != nil {
-		d.r.mu.Lock()
-		kept := !k.c.Degraded() && d.r.keep(d.Grant, d.limit, k.c.opts.ReserveNow())
-		d.r.mu.Unlock()
-		if kept {
-			return
-		}
+	if k.c.keepSpare(d.r, d.Grant, d.limit) {
+		return
 	}
 	k.release(d.key, []string{d.Grant})
 }

@@ -382,13 +382,8 @@ func (t *queueTicket) TicketDone() {
 	if t.grant == "" {
 		return
 	}
-	if t.r != nil {
-		t.r.mu.Lock()
-		kept := !t.q.c.Degraded() && t.r.keep(t.grant, t.limit, t.q.c.opts.ReserveNow())
-		t.r.mu.Unlock()
-		if kept {
-			return
-		}
+	if t.q.c.keepSpare(t.r, t.grant, t.limit) {
+		return
 	}
 	t.q.g.drop(t.grant)
 	t.q.c.release(slotRelease, []string{t.running, t.waitq, t.channel}, t.grant)

@@ -212,6 +212,18 @@ func (r *reserve) keep(id string, limit int, now time.Time) bool {
 	return true
 }
 
+// keepSpare offers the grant id of an ended request to r (nil: none): true
+// when r keeps it as a spare, false when the caller releases it. Nothing is
+// kept while Redis is unavailable.
+func (c *Client) keepSpare(r *reserve, id string, limit int) bool {
+	if r == nil || c.Degraded() {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.keep(id, limit, c.opts.ReserveNow())
+}
+
 // need starts a hold-off and returns everything to give back: the spares
 // and the unspent tokens (the block is over).
 func (r *reserve) need(now time.Time) (spares []string, unused int) {

@@ -427,13 +427,8 @@ func (s *Slots) releaseFunc(conn, id string, limit int, r *reserve) func() {
 	return func() {
 		once.Do(func() {
 			s.count(s.held, conn, -1)
-			if r != nil {
-				r.mu.Lock()
-				kept := !s.c.Degraded() && r.keep(id, limit, s.c.opts.ReserveNow())
-				r.mu.Unlock()
-				if kept {
-					return
-				}
+			if s.c.keepSpare(r, id, limit) {
+				return
 			}
 			s.releaseSpares(conn, []string{id})
 		})
