@@ -97,13 +97,13 @@ func (k *KeyLimits) Admit(ctx context.Context, keyID string, rpm, maxConcurrent 
 	if err == nil {
 		got = int(asInt(res[3]))
 	}
-	r.endBlock(want, got, k.c.opts.ReserveNow())
+	back := r.endBlock(want, got, k.c.opts.ReserveNow())
 	var giveBack []string
 	if err == nil && maxConcurrent > 0 && asInt(res[0]) == 1 {
 		giveBack = r.observe(maxConcurrent, int(asInt(res[4])), 0)
 	}
 	r.mu.Unlock()
-	k.release(conc, giveBack)
+	k.giveBack(keyID, giveBack, back)
 	if err != nil {
 		return KeyDecision{}, err
 	}
@@ -164,6 +164,9 @@ func (k *KeyLimits) release(conc string, ids []string) {
 
 // giveBack hands a reserve's spares and unspent tokens back to Redis.
 func (k *KeyLimits) giveBack(keyID string, spares []string, unused int) {
+	if len(spares) == 0 && unused <= 0 {
+		return
+	}
 	bucket, conc := k.keys(keyID)
 	k.release(conc, spares)
 	if unused > 0 {

@@ -275,15 +275,15 @@ func (q *Queues) endTry(t *queueTry, res []any) {
 	}
 	r := t.r
 	r.mu.Lock()
-	r.endBlock(t.want, got, q.c.opts.ReserveNow())
+	back := r.endBlock(t.want, got, q.c.opts.ReserveNow())
 	var giveBack []string
 	if dispatched && t.cfg.ConcurrentRequests > 0 {
 		giveBack = r.observe(t.cfg.ConcurrentRequests, int(asInt(res[5])), int(asInt(res[3])))
 	}
 	r.mu.Unlock()
-	unused := 0
+	unused := back
 	if !dispatched && (t.unused > 0 || t.want > 0) {
-		unused = t.unused
+		unused += t.unused
 	}
 	if len(giveBack) > 0 || unused > 0 {
 		q.giveBack(t.key, giveBack, unused)

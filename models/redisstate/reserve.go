@@ -170,13 +170,19 @@ func (r *reserve) startBlock(rpm int, now time.Time) (unused, want int) {
 
 // endBlock records the block the admission's answer granted (0: none).
 // asked is the want startBlock returned: only that admission ends the
-// asking.
-func (r *reserve) endBlock(asked, granted int, now time.Time) {
+// asking. A block granted while a need notice's hold-off began meanwhile
+// is not spent: its tokens are returned for the caller to give back.
+func (r *reserve) endBlock(asked, granted int, now time.Time) (giveBack int) {
 	if asked == 0 {
-		return
+		return 0
 	}
 	r.blocking = false
+	if now.Before(r.holdUntil) {
+		r.tokens = 0
+		return granted
+	}
 	r.tokens, r.blockEnd = granted, now.Add(reserveBlockTTL)
+	return 0
 }
 
 // takeSpare hands out an idle grant taken under limit.
